@@ -1,0 +1,51 @@
+#!/bin/sh
+# deps.sh installs, from Debian's packages, what hotpath needs on the build
+# machine. It is idempotent: a package already installed is not touched, and
+# nothing at all happens when everything is present.
+#
+# usage: image/deps.sh [build] [test] [bench]   (default: build test)
+#
+#   build  linux-source-6.1                the kernel source the appliance kernel is built from
+#          build-essential bc bison flex   the kernel's build tools (make, gcc, Kconfig parsers)
+#          libelf-dev libssl-dev           objtool and the kernel's certificate tools link these
+#          xz-utils cpio                   unpack the source tarball; inspect initramfs images
+#   test   qemu-system-x86 ovmf            boot the disk image under UEFI firmware in tests and `make run`
+#          iproute2                        network namespaces and tap devices for the guest's network
+#          strace                          count system calls per request in benchmarks and tests
+#   bench  wrk                             the HTTP load generator
+#          nginx-light                     one of the servers compared side by side
+#          linux-image-amd64               Debian's stock kernel, the baseline of `make bench-vm`
+set -eu
+
+groups="${*:-build test}"
+want=""
+for g in $groups; do
+	case "$g" in
+	build) want="$want linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
+	test) want="$want qemu-system-x86 ovmf iproute2 strace" ;;
+	bench) want="$want wrk nginx-light strace" ;;
+	*) echo "deps.sh: unknown group '$g' (want build, test or bench)" >&2; exit 2 ;;
+	esac
+done
+
+missing=""
+for p in $want; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		case " $missing " in *" $p "*) ;; *) missing="$missing $p" ;; esac
+	fi
+done
+
+if [ -z "$missing" ]; then
+	exit 0
+fi
+
+echo "deps.sh: installing from Debian's packages:$missing" >&2
+if [ "$(id -u)" != 0 ]; then
+	echo "deps.sh: not root; as root run: apt-get update && apt-get install -y$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+# The package lists may be absent (fresh machine) or stale; refresh once per run.
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >&2
+echo "deps.sh: done" >&2

@@ -1,0 +1,186 @@
+// Package report defines the machine-readable lines the init prints on the
+// serial console: one boot report once the workload accepts connections, and
+// an event line for everything that happens to the workload afterwards.
+//
+// The console is the only window into the appliance (there is no shell, and
+// EC2's get-console-output reads it), so both the end-to-end tests and an
+// operator parse these lines; that is why the types live in their own package
+// with no dependencies: a test imports it to decode what the guest printed.
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Line prefixes. Each line is the prefix followed by one JSON object.
+const (
+	ReportPrefix = "HOTPATH-REPORT "
+	EventPrefix  = "HOTPATH-EVENT "
+)
+
+// Version is the schema version of Report; bump it on incompatible changes.
+const Version = 1
+
+// Status is the outcome of one boot step.
+type Status string
+
+const (
+	Applied Status = "applied" // the step changed the system and its verification passed
+	Skipped Status = "skipped" // the step did not apply here; Reason says why
+	Failed  Status = "failed"  // apply or verify failed; Error says how
+)
+
+// Step is the result of one boot step.
+type Step struct {
+	Name   string  `json:"name"`
+	Status Status  `json:"status"`
+	Reason string  `json:"reason,omitempty"` // why it was skipped
+	Error  string  `json:"error,omitempty"`  // why it failed
+	Millis float64 `json:"ms"`               // time spent in apply and verify
+	// Detail holds what the step did, for a reader: "channels": "4", ...
+	Detail map[string]string `json:"detail,omitempty"`
+}
+
+// Report is the boot report, printed once when the workload is ready.
+type Report struct {
+	Version int    `json:"version"`
+	Kernel  string `json:"kernel"` // uname release
+	CPUs    int    `json:"cpus"`
+	Steps   []Step `json:"steps"`
+	// ReadyMillis is the time from kernel start (CLOCK_BOOTTIME) to the
+	// workload accepting connections.
+	ReadyMillis int64 `json:"ready_ms"`
+	// Config is the effective init configuration (file plus command line).
+	Config map[string]string `json:"config"`
+	// Unknown lists configuration keys that were given but not understood.
+	Unknown []string `json:"unknown,omitempty"`
+	// Facts are observations of the running system, read after all steps, so
+	// that a test outside the guest can check the policy held.
+	Facts Facts `json:"facts"`
+}
+
+// Facts are read from /proc and /sys after the boot steps ran.
+type Facts struct {
+	// Vulnerabilities maps each file in /sys/devices/system/cpu/vulnerabilities
+	// to its content.
+	Vulnerabilities map[string]string `json:"vulnerabilities"`
+	Netfilter       bool              `json:"netfilter"` // /proc/net/netfilter exists
+	Audit           bool              `json:"audit"`     // the kernel has audit support (/proc/self/loginuid exists)
+	Modules         bool              `json:"modules"`   // loadable modules supported (/proc/modules exists)
+	Seccomp         bool              `json:"seccomp"`   // "Seccomp:" present in /proc/self/status
+	// Cmdline is /proc/cmdline.
+	Cmdline string `json:"cmdline"`
+	// Sysctls maps each sysctl the init set (dotted name) to its value read back.
+	Sysctls map[string]string `json:"sysctls"`
+	// PacketSockets is the number of AF_PACKET sockets open (/proc/net/packet).
+	PacketSockets int `json:"packet_sockets"`
+	// NIC describes the primary network interface; nil if none was found.
+	NIC *NIC `json:"nic,omitempty"`
+}
+
+// NIC is what the init observed of the primary network interface.
+type NIC struct {
+	Name     string   `json:"name"`
+	Driver   string   `json:"driver"`
+	MTU      int      `json:"mtu"`
+	Addrs    []string `json:"addrs"`    // CIDR notation
+	Lifetime string   `json:"lifetime"` // "forever" or the valid_lft of the primary address in seconds
+	Gateway  string   `json:"gateway,omitempty"`
+	RxQueues int      `json:"rx_queues"`
+	TxQueues int      `json:"tx_queues"`
+	// IRQs lists each queue interrupt with the CPU list it is bound to.
+	IRQs []IRQ `json:"irqs"`
+	// XPS maps a tx queue ("tx-0") to its xps_cpus mask as read back.
+	XPS map[string]string `json:"xps"`
+	// RPS maps an rx queue ("rx-0") to its rps_cpus mask as read back.
+	RPS map[string]string `json:"rps"`
+	// Qdisc is the root qdisc kind ("mq") and Children the kinds under it.
+	Qdisc    string   `json:"qdisc"`
+	Children []string `json:"qdisc_children"`
+	GRO      string   `json:"gro"` // "on", "off" or "unknown"
+	// Coalesce holds the interrupt moderation settings read back.
+	Coalesce map[string]string `json:"coalesce,omitempty"`
+}
+
+// IRQ is one queue interrupt and its affinity.
+type IRQ struct {
+	IRQ      int    `json:"irq"`
+	Name     string `json:"name"` // as in /proc/interrupts, e.g. "virtio0-input.0"
+	Queue    int    `json:"queue"`
+	Affinity string `json:"affinity"` // smp_affinity_list read back
+}
+
+// Event kinds.
+const (
+	EventStart     = "workload-start"   // the workload process started (PID)
+	EventReady     = "workload-ready"   // the workload accepts connections
+	EventExit      = "workload-exit"    // the workload exited (Detail: status)
+	EventRestart   = "workload-restart" // a restart is scheduled after Backoff
+	EventCrashLoop = "crash-loop"       // too many exits within the window
+	EventShutdown  = "shutdown"         // an orderly shutdown began (Detail: why)
+	EventPowerOff  = "poweroff"         // the last line before power off / reboot
+)
+
+// Event is one thing that happened after boot.
+type Event struct {
+	Kind string `json:"kind"`
+	// Millis is CLOCK_BOOTTIME in milliseconds.
+	Millis    int64  `json:"ms"`
+	PID       int    `json:"pid,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+	BackoffMS int64  `json:"backoff_ms,omitempty"`
+	Exits     int    `json:"exits,omitempty"` // exits counted within the crash-loop window
+}
+
+// Format renders v (a Report or an Event) as one console line, newline included.
+func Format(prefix string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	out := make([]byte, 0, len(prefix)+len(b)+1)
+	out = append(out, prefix...)
+	out = append(out, b...)
+	return append(out, '\n'), nil
+}
+
+// Parse scans console output and returns the boot reports and events in it.
+// Lines may carry console noise before the prefix (kernel messages interleave
+// on a serial console), so the prefix is searched anywhere in the line.
+func Parse(r io.Reader) ([]Report, []Event, error) {
+	var reports []Report
+	var events []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 4<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if i := strings.Index(line, ReportPrefix); i >= 0 {
+			var rep Report
+			if err := json.Unmarshal([]byte(line[i+len(ReportPrefix):]), &rep); err != nil {
+				return reports, events, fmt.Errorf("report: parse boot report: %w", err)
+			}
+			reports = append(reports, rep)
+		} else if i := strings.Index(line, EventPrefix); i >= 0 {
+			var ev Event
+			if err := json.Unmarshal([]byte(line[i+len(EventPrefix):]), &ev); err != nil {
+				return reports, events, fmt.Errorf("report: parse event: %w", err)
+			}
+			events = append(events, ev)
+		}
+	}
+	return reports, events, sc.Err()
+}
+
+// Step returns the step named name, or false.
+func (r *Report) Step(name string) (Step, bool) {
+	for _, s := range r.Steps {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Step{}, false
+}
