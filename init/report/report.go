@@ -54,6 +54,13 @@ type Report struct {
 	// ReadyMillis is the time from kernel start (CLOCK_BOOTTIME) to the
 	// workload accepting connections.
 	ReadyMillis int64 `json:"ready_ms"`
+	// ReadyError is set (and ReadyMillis is -1) when the workload did not
+	// accept within the ready timeout or could not be started; the report
+	// is printed anyway so that a reader is not left waiting.
+	ReadyError string `json:"ready_error,omitempty"`
+	// Workload is the workload's command line and environment additions
+	// (HOTPATH_CPUS, HOTPATH_PORT) as started.
+	Workload *Workload `json:"workload,omitempty"`
 	// Config is the effective init configuration (file plus command line).
 	Config map[string]string `json:"config"`
 	// Unknown lists configuration keys that were given but not understood.
@@ -61,6 +68,15 @@ type Report struct {
 	// Facts are observations of the running system, read after all steps, so
 	// that a test outside the guest can check the policy held.
 	Facts Facts `json:"facts"`
+}
+
+// Workload is how the init started the workload.
+type Workload struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	CPUs string   `json:"cpus"` // HOTPATH_CPUS
+	Port int      `json:"port"` // HOTPATH_PORT
+	PID  int      `json:"pid,omitempty"`
 }
 
 // Facts are read from /proc and /sys after the boot steps ran.

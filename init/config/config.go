@@ -1,0 +1,547 @@
+// Package config reads the init's configuration: the file baked into the
+// image (/etc/hotpath/init.conf) and overrides from the kernel command line
+// (hotpath.<key>=<value>).
+//
+// The file format is one key=value per line; blank lines and lines whose
+// first non-blank character is '#' are comments. Whitespace around keys and
+// values is trimmed. A key given twice takes the later value. Unknown keys
+// are an error that names them: a typo in a tuning key must not silently
+// leave the machine untuned. The image builder calls Parse at build time to
+// reject a bad file before it is baked in; the init calls it at boot, keeps
+// the valid lines, and reports the rest.
+//
+// Keys (default in brackets):
+//
+//	workload.path            [/workload] absolute path of the workload binary
+//	workload.args            [] arguments, split on spaces
+//	workload.env             [] extra environment, space-separated NAME=value pairs
+//	workload.port            [8080] TCP port; HOTPATH_PORT, and what readiness probes
+//	workload.cpus            [all] CPU list ("0-3", "0,2") or "all" (every online CPU); HOTPATH_CPUS
+//	ready.timeout            [30s] how long to wait for the workload to accept on 127.0.0.1:port
+//	net.mode                 [dhcp] dhcp, static or off
+//	net.interface            [] primary interface; empty = first non-loopback Ethernet device
+//	net.address              [] static mode: address in CIDR form, e.g. 10.0.0.2/24
+//	net.gateway              [] static mode: default gateway (optional)
+//	net.mtu                  [0] MTU to set; 0 = from the DHCP lease (option 26) or unchanged
+//	net.dhcp_timeout         [5s] timeout of one DHCP exchange attempt
+//	net.dhcp_retries         [5] DHCP attempts before the step fails
+//	nic.channels             [0] combined channels; 0 = min(driver maximum, workload CPUs)
+//	nic.coalesce             [adaptive] adaptive (adaptive RX, static fallback), static, or off (leave as is)
+//	nic.rx_usecs             [20] static RX interrupt moderation in µs
+//	nic.tx_usecs             [64] static TX interrupt moderation in µs
+//	nic.gro                  [off] GRO on or off
+//	nic.irq_affinity         [on] bind queue IRQ i to workload CPU i
+//	nic.xps                  [on] XPS: tx queue i used by workload CPU i
+//	nic.rps                  [off] off clears rps_cpus on every rx queue; on leaves them
+//	nic.qdisc                [mq] mq (mq root, noqueue children) or keep
+//	sysctl.busy_poll         [50] net.core.busy_poll (µs)
+//	sysctl.busy_read         [50] net.core.busy_read (µs)
+//	sysctl.<dotted.name>     [] any other sysctl, e.g. sysctl.net.core.somaxconn=65535;
+//	                            overrides the built-in value of that sysctl
+//	supervise.backoff_min    [100ms] first restart delay; doubles per consecutive exit
+//	supervise.backoff_max    [30s] restart delay cap
+//	supervise.crashloop_exits  [5] exits within the window that make a crash loop
+//	supervise.crashloop_window [1m0s] crash-loop window; a run longer than this resets the back-off
+//	shutdown.grace           [10s] time between SIGTERM and SIGKILL at shutdown
+//
+// Durations use Go syntax (100ms, 10s, 1m); booleans are on/off, true/false,
+// 1/0, yes/no.
+package config
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/netip"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/cpuset"
+)
+
+// Path is where the image bakes the configuration file.
+const Path = "/etc/hotpath/init.conf"
+
+// CmdlinePrefix marks init configuration on the kernel command line.
+const CmdlinePrefix = "hotpath."
+
+// Config is the effective init configuration.
+type Config struct {
+	WorkloadPath string
+	WorkloadArgs []string
+	WorkloadEnv  []string // NAME=value
+	WorkloadPort int
+	WorkloadCPUs string // "all" or a CPU list
+	ReadyTimeout time.Duration
+
+	NetMode        string // dhcp, static, off
+	NetInterface   string
+	NetAddress     netip.Prefix
+	NetGateway     netip.Addr
+	NetMTU         int
+	DHCPTimeout    time.Duration
+	DHCPRetries    int
+	NICChannels    int
+	NICCoalesce    string // adaptive, static, off
+	NICRxUsecs     int
+	NICTxUsecs     int
+	NICGRO         bool
+	NICIRQAffinity bool
+	NICXPS         bool
+	NICRPS         bool
+	NICQdisc       string // mq, keep
+
+	BusyPoll int
+	BusyRead int
+	// Sysctls are the sysctl.<name> overrides other than busy_poll and
+	// busy_read, keyed by dotted name.
+	Sysctls map[string]string
+
+	BackoffMin      time.Duration
+	BackoffMax      time.Duration
+	CrashLoopExits  int
+	CrashLoopWindow time.Duration
+	ShutdownGrace   time.Duration
+}
+
+// Key describes one configuration key.
+type Key struct {
+	Name    string
+	Default string
+	Doc     string
+	set     func(c *Config, v string) error
+	get     func(c *Config) string
+}
+
+// Keys is the table of every fixed key (sysctl.<name> keys are open-ended
+// and handled beside it). It is the single source for parsing, defaults,
+// the effective-config map in the boot report, and documentation.
+var Keys = []Key{
+	{"workload.path", "/workload", "absolute path of the workload binary",
+		func(c *Config, v string) error {
+			if !path.IsAbs(v) {
+				return fmt.Errorf("not an absolute path")
+			}
+			c.WorkloadPath = path.Clean(v)
+			return nil
+		}, func(c *Config) string { return c.WorkloadPath }},
+	{"workload.args", "", "arguments, split on spaces",
+		func(c *Config, v string) error { c.WorkloadArgs = strings.Fields(v); return nil },
+		func(c *Config) string { return strings.Join(c.WorkloadArgs, " ") }},
+	{"workload.env", "", "extra environment, space-separated NAME=value pairs",
+		func(c *Config, v string) error {
+			env := strings.Fields(v)
+			for _, e := range env {
+				if n, _, ok := strings.Cut(e, "="); !ok || n == "" {
+					return fmt.Errorf("%q is not NAME=value", e)
+				}
+			}
+			c.WorkloadEnv = env
+			return nil
+		}, func(c *Config) string { return strings.Join(c.WorkloadEnv, " ") }},
+	{"workload.port", "8080", "TCP port of the workload (HOTPATH_PORT)",
+		intSetter(func(c *Config) *int { return &c.WorkloadPort }, 1, 65535),
+		func(c *Config) string { return strconv.Itoa(c.WorkloadPort) }},
+	{"workload.cpus", "all", `CPU list or "all" (HOTPATH_CPUS)`,
+		func(c *Config, v string) error {
+			if v == "all" {
+				c.WorkloadCPUs = v
+				return nil
+			}
+			cpus, err := cpuset.ParseList(v)
+			if err != nil {
+				return err
+			}
+			if len(cpus) == 0 {
+				return fmt.Errorf("empty cpu list")
+			}
+			c.WorkloadCPUs = cpuset.FormatList(cpus)
+			return nil
+		}, func(c *Config) string { return c.WorkloadCPUs }},
+	{"ready.timeout", "30s", "how long to wait for the workload to accept",
+		durSetter(func(c *Config) *time.Duration { return &c.ReadyTimeout }),
+		func(c *Config) string { return c.ReadyTimeout.String() }},
+	{"net.mode", "dhcp", "dhcp, static or off",
+		oneOf(func(c *Config) *string { return &c.NetMode }, "dhcp", "static", "off"),
+		func(c *Config) string { return c.NetMode }},
+	{"net.interface", "", "primary interface; empty = first non-loopback Ethernet",
+		func(c *Config, v string) error {
+			if len(v) > 15 || strings.ContainsAny(v, "/ ") {
+				return fmt.Errorf("not an interface name")
+			}
+			c.NetInterface = v
+			return nil
+		}, func(c *Config) string { return c.NetInterface }},
+	{"net.address", "", "static address in CIDR form",
+		func(c *Config, v string) error {
+			if v == "" {
+				c.NetAddress = netip.Prefix{}
+				return nil
+			}
+			p, err := netip.ParsePrefix(v)
+			if err != nil || !p.Addr().Is4() {
+				return fmt.Errorf("not an IPv4 CIDR address")
+			}
+			c.NetAddress = p
+			return nil
+		}, func(c *Config) string {
+			if !c.NetAddress.IsValid() {
+				return ""
+			}
+			return c.NetAddress.String()
+		}},
+	{"net.gateway", "", "static default gateway",
+		func(c *Config, v string) error {
+			if v == "" {
+				c.NetGateway = netip.Addr{}
+				return nil
+			}
+			a, err := netip.ParseAddr(v)
+			if err != nil || !a.Is4() {
+				return fmt.Errorf("not an IPv4 address")
+			}
+			c.NetGateway = a
+			return nil
+		}, func(c *Config) string {
+			if !c.NetGateway.IsValid() {
+				return ""
+			}
+			return c.NetGateway.String()
+		}},
+	{"net.mtu", "0", "MTU; 0 = from the lease or unchanged",
+		intSetter(func(c *Config) *int { return &c.NetMTU }, 0, 65535),
+		func(c *Config) string { return strconv.Itoa(c.NetMTU) }},
+	{"net.dhcp_timeout", "5s", "timeout of one DHCP attempt",
+		durSetter(func(c *Config) *time.Duration { return &c.DHCPTimeout }),
+		func(c *Config) string { return c.DHCPTimeout.String() }},
+	{"net.dhcp_retries", "5", "DHCP attempts",
+		intSetter(func(c *Config) *int { return &c.DHCPRetries }, 1, 1000),
+		func(c *Config) string { return strconv.Itoa(c.DHCPRetries) }},
+	{"nic.channels", "0", "combined channels; 0 = min(max, workload CPUs)",
+		intSetter(func(c *Config) *int { return &c.NICChannels }, 0, 4096),
+		func(c *Config) string { return strconv.Itoa(c.NICChannels) }},
+	{"nic.coalesce", "adaptive", "adaptive, static or off",
+		oneOf(func(c *Config) *string { return &c.NICCoalesce }, "adaptive", "static", "off"),
+		func(c *Config) string { return c.NICCoalesce }},
+	{"nic.rx_usecs", "20", "static RX interrupt moderation (µs)",
+		intSetter(func(c *Config) *int { return &c.NICRxUsecs }, 0, 100000),
+		func(c *Config) string { return strconv.Itoa(c.NICRxUsecs) }},
+	{"nic.tx_usecs", "64", "static TX interrupt moderation (µs)",
+		intSetter(func(c *Config) *int { return &c.NICTxUsecs }, 0, 100000),
+		func(c *Config) string { return strconv.Itoa(c.NICTxUsecs) }},
+	{"nic.gro", "off", "GRO on or off",
+		boolSetter(func(c *Config) *bool { return &c.NICGRO }),
+		func(c *Config) string { return onOff(c.NICGRO) }},
+	{"nic.irq_affinity", "on", "queue IRQ i -> workload CPU i",
+		boolSetter(func(c *Config) *bool { return &c.NICIRQAffinity }),
+		func(c *Config) string { return onOff(c.NICIRQAffinity) }},
+	{"nic.xps", "on", "XPS tx queue i -> workload CPU i",
+		boolSetter(func(c *Config) *bool { return &c.NICXPS }),
+		func(c *Config) string { return onOff(c.NICXPS) }},
+	{"nic.rps", "off", "off clears rps_cpus; on leaves them",
+		boolSetter(func(c *Config) *bool { return &c.NICRPS }),
+		func(c *Config) string { return onOff(c.NICRPS) }},
+	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
+		oneOf(func(c *Config) *string { return &c.NICQdisc }, "mq", "keep"),
+		func(c *Config) string { return c.NICQdisc }},
+	{"sysctl.busy_poll", "50", "net.core.busy_poll (µs)",
+		intSetter(func(c *Config) *int { return &c.BusyPoll }, 0, 1000000),
+		func(c *Config) string { return strconv.Itoa(c.BusyPoll) }},
+	{"sysctl.busy_read", "50", "net.core.busy_read (µs)",
+		intSetter(func(c *Config) *int { return &c.BusyRead }, 0, 1000000),
+		func(c *Config) string { return strconv.Itoa(c.BusyRead) }},
+	{"supervise.backoff_min", "100ms", "first restart delay",
+		durSetter(func(c *Config) *time.Duration { return &c.BackoffMin }),
+		func(c *Config) string { return c.BackoffMin.String() }},
+	{"supervise.backoff_max", "30s", "restart delay cap",
+		durSetter(func(c *Config) *time.Duration { return &c.BackoffMax }),
+		func(c *Config) string { return c.BackoffMax.String() }},
+	{"supervise.crashloop_exits", "5", "exits within the window that make a crash loop",
+		intSetter(func(c *Config) *int { return &c.CrashLoopExits }, 1, 1000000),
+		func(c *Config) string { return strconv.Itoa(c.CrashLoopExits) }},
+	{"supervise.crashloop_window", "1m0s", "crash-loop window",
+		durSetter(func(c *Config) *time.Duration { return &c.CrashLoopWindow }),
+		func(c *Config) string { return c.CrashLoopWindow.String() }},
+	{"shutdown.grace", "10s", "SIGTERM to SIGKILL",
+		durSetter(func(c *Config) *time.Duration { return &c.ShutdownGrace }),
+		func(c *Config) string { return c.ShutdownGrace.String() }},
+}
+
+const sysctlPrefix = "sysctl."
+
+func lookup(name string) *Key {
+	for i := range Keys {
+		if Keys[i].Name == name {
+			return &Keys[i]
+		}
+	}
+	return nil
+}
+
+// Default returns the configuration with every key at its default.
+func Default() Config {
+	var c Config
+	for _, k := range Keys {
+		if err := k.set(&c, k.Default); err != nil {
+			panic(fmt.Sprintf("config: default of %s: %v", k.Name, err)) // a bug in the table
+		}
+	}
+	c.Sysctls = map[string]string{}
+	return c
+}
+
+// UnknownKeysError lists keys that are not configuration keys.
+type UnknownKeysError struct{ Keys []string }
+
+func (e *UnknownKeysError) Error() string {
+	return "config: unknown keys: " + strings.Join(e.Keys, ", ")
+}
+
+// Set sets one key. It returns an *UnknownKeysError for an unknown key.
+func (c *Config) Set(key, value string) error {
+	key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+	if k := lookup(key); k != nil {
+		if err := k.set(c, value); err != nil {
+			return fmt.Errorf("config: %s=%q: %w", key, value, err)
+		}
+		return nil
+	}
+	if name, ok := strings.CutPrefix(key, sysctlPrefix); ok && validSysctl(name) {
+		if value == "" {
+			return fmt.Errorf("config: %s: empty value", key)
+		}
+		if c.Sysctls == nil {
+			c.Sysctls = map[string]string{}
+		}
+		c.Sysctls[name] = value
+		return nil
+	}
+	return &UnknownKeysError{Keys: []string{key}}
+}
+
+// validSysctl accepts dotted names of at least two components made of the
+// characters /proc/sys file names use, so that a value can never name a path
+// outside /proc/sys.
+func validSysctl(name string) bool {
+	parts := strings.Split(name, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return false
+		}
+		for _, r := range p {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Parse reads a configuration file on top of Default. It always returns a
+// usable Config holding every valid line; the error (if any) joins every
+// problem, and an unknown key is reported through an *UnknownKeysError
+// (use errors.As; Unknown extracts the names) naming all unknown keys.
+func Parse(r io.Reader) (Config, error) {
+	c := Default()
+	var errs []error
+	var unknown []string
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			errs = append(errs, fmt.Errorf("config: line %d: %q is not key=value", n, line))
+			continue
+		}
+		if err := c.Set(k, v); err != nil {
+			var uk *UnknownKeysError
+			if errors.As(err, &uk) {
+				unknown = append(unknown, uk.Keys...)
+				continue
+			}
+			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("config: read: %w", err))
+	}
+	if len(unknown) > 0 {
+		errs = append(errs, &UnknownKeysError{Keys: unknown})
+	}
+	return c, errors.Join(errs...)
+}
+
+// Unknown returns the unknown key names carried by err (from Parse or
+// ApplyCmdline), or nil.
+func Unknown(err error) []string {
+	var uk *UnknownKeysError
+	if errors.As(err, &uk) {
+		return uk.Keys
+	}
+	return nil
+}
+
+// ApplyCmdline applies every hotpath.<key>=<value> word of a kernel command
+// line (as read from /proc/cmdline) on top of c. Values may be double-quoted
+// to hold spaces: hotpath.workload.args="-v -x". Words without the prefix
+// belong to the kernel and are ignored. Like Parse, it applies every valid
+// override and returns the problems joined, unknown keys as an
+// *UnknownKeysError.
+func (c *Config) ApplyCmdline(cmdline string) error {
+	var errs []error
+	var unknown []string
+	for _, w := range SplitCmdline(cmdline) {
+		rest, ok := strings.CutPrefix(w, CmdlinePrefix)
+		if !ok {
+			continue
+		}
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok {
+			errs = append(errs, fmt.Errorf("config: cmdline %q: not %s<key>=<value>", w, CmdlinePrefix))
+			continue
+		}
+		if err := c.Set(k, v); err != nil {
+			var uk *UnknownKeysError
+			if errors.As(err, &uk) {
+				unknown = append(unknown, uk.Keys...)
+				continue
+			}
+			errs = append(errs, fmt.Errorf("cmdline: %w", err))
+		}
+	}
+	if len(unknown) > 0 {
+		errs = append(errs, &UnknownKeysError{Keys: unknown})
+	}
+	return errors.Join(errs...)
+}
+
+// SplitCmdline splits a kernel command line into words the way the kernel's
+// next_arg does: on spaces, except inside double quotes, which are removed.
+func SplitCmdline(s string) []string {
+	var words []string
+	var b strings.Builder
+	inQuote, inWord := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQuote = !inQuote
+			inWord = true
+		case !inQuote && (r == ' ' || r == '\t' || r == '\n'):
+			if inWord {
+				words = append(words, b.String())
+				b.Reset()
+				inWord = false
+			}
+		default:
+			b.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, b.String())
+	}
+	return words
+}
+
+// Map returns the effective configuration as key -> value, every fixed key
+// included, for the boot report.
+func (c *Config) Map() map[string]string {
+	m := make(map[string]string, len(Keys)+len(c.Sysctls))
+	for _, k := range Keys {
+		m[k.Name] = k.get(c)
+	}
+	for n, v := range c.Sysctls {
+		m[sysctlPrefix+n] = v
+	}
+	return m
+}
+
+// SysctlNames returns the dotted names of the sysctl overrides, sorted.
+func (c *Config) SysctlNames() []string {
+	return slices.Sorted(maps.Keys(c.Sysctls))
+}
+
+func intSetter(f func(*Config) *int, lo, hi int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("not an integer")
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("out of range [%d, %d]", lo, hi)
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+func durSetter(f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration (e.g. 100ms, 10s)")
+		}
+		if d < 0 {
+			return fmt.Errorf("negative duration")
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func boolSetter(f func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		switch strings.ToLower(v) {
+		case "on", "true", "1", "yes":
+			*f(c) = true
+		case "off", "false", "0", "no":
+			*f(c) = false
+		default:
+			return fmt.Errorf("not on/off")
+		}
+		return nil
+	}
+}
+
+func oneOf(f func(*Config) *string, allowed ...string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if !slices.Contains(allowed, v) {
+			return fmt.Errorf("want one of %s", strings.Join(allowed, ", "))
+		}
+		*f(c) = v
+		return nil
+	}
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// Validate checks relations between keys that no single key can check.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NetMode == "static" && !c.NetAddress.IsValid() {
+		errs = append(errs, fmt.Errorf("config: net.mode=static needs net.address"))
+	}
+	if c.BackoffMax < c.BackoffMin {
+		errs = append(errs, fmt.Errorf("config: supervise.backoff_max %v < backoff_min %v", c.BackoffMax, c.BackoffMin))
+	}
+	if c.BackoffMin <= 0 {
+		errs = append(errs, fmt.Errorf("config: supervise.backoff_min must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,371 @@
+// Package netconf configures the primary interface's IPv4 address: by
+// DHCPv4 through u-root's dhclient, or statically from the configuration
+// (which the kernel command line may override).
+//
+// The appliance takes one lease and keeps it: the address is installed
+// with valid_lft and preferred_lft forever and the DHCP client is gone once
+// bound. A DHCP client that stays alive keeps an AF_PACKET socket open, and
+// the kernel then copies every received packet to it (case study step 7,
+// "the nosy neighbour"); u-root's client closes its raw socket when the
+// exchange ends, and the verify step proves no AF_PACKET socket remains by
+// counting the entries in /proc/net/packet. The lease is never renewed: on
+// EC2 (and in the tests) the address of an instance does not change for its
+// lifetime, and a renewal would need the socket back.
+package netconf
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/u-root/u-root/pkg/dhclient"
+	"github.com/vishvananda/netlink"
+)
+
+// Forever is the kernel's infinite address lifetime (INFINITY_LIFE_TIME).
+const Forever = 0xFFFFFFFF
+
+// Lease is the network configuration to install.
+type Lease struct {
+	Addr    netip.Prefix
+	Gateway netip.Addr // invalid: no default route
+	MTU     int        // 0: leave the MTU alone
+	DNS     []net.IP
+	Search  []string
+	Domain  string
+	// Routes are classless static routes (option 121); when present they
+	// replace the router option, as RFC 3442 says.
+	Routes []dhcpv4.Route
+	Server string // the DHCP server that answered
+}
+
+// DHCPOptions configure the DHCP step.
+type DHCPOptions struct {
+	Interface   string
+	Timeout     time.Duration // per attempt
+	Retries     int
+	LinkTimeout time.Duration // how long to wait for the link to come up
+	MTU         int           // overrides the lease's MTU when non-zero
+	// ResolvConf is where to write the lease's DNS settings; "" skips it.
+	ResolvConf string
+	// ProcRoot is where /proc is mounted (its net/packet is checked).
+	ProcRoot string
+	// Log receives dhclient's log lines; nil discards them.
+	Log *log.Logger
+}
+
+// DHCPStep returns the step that takes a DHCPv4 lease and installs it.
+func DHCPStep(o DHCPOptions) boot.Step {
+	var want Lease
+	return boot.Step{
+		Name: "net-dhcp",
+		Apply: func(ctx context.Context, d boot.Detail) error {
+			l, err := RequestLease(ctx, o)
+			if err != nil {
+				return err
+			}
+			if o.MTU != 0 {
+				l.MTU = o.MTU
+			}
+			want = l
+			if err := Install(o.Interface, l, o.ResolvConf); err != nil {
+				return err
+			}
+			describe(d, l)
+			return nil
+		},
+		Verify: func(ctx context.Context, d boot.Detail) error {
+			return Verify(ctx, o.Interface, want, o.ProcRoot)
+		},
+	}
+}
+
+// StaticStep returns the step that installs a configured address.
+func StaticStep(ifname string, l Lease, procRoot string) boot.Step {
+	return boot.Step{
+		Name: "net-static",
+		Apply: func(_ context.Context, d boot.Detail) error {
+			if !l.Addr.IsValid() {
+				return fmt.Errorf("net.mode=static without net.address")
+			}
+			link, err := netlink.LinkByName(ifname)
+			if err != nil {
+				return fmt.Errorf("link %s: %w", ifname, err)
+			}
+			if err := netlink.LinkSetUp(link); err != nil {
+				return fmt.Errorf("link set %s up: %w", ifname, err)
+			}
+			if err := Install(ifname, l, ""); err != nil {
+				return err
+			}
+			describe(d, l)
+			return nil
+		},
+		Verify: func(ctx context.Context, _ boot.Detail) error {
+			return Verify(ctx, ifname, l, procRoot)
+		},
+	}
+}
+
+func describe(d boot.Detail, l Lease) {
+	d["address"] = l.Addr.String()
+	d["valid_lft"] = "forever"
+	if l.Gateway.IsValid() {
+		d["gateway"] = l.Gateway.String()
+	}
+	if l.MTU != 0 {
+		d["mtu"] = strconv.Itoa(l.MTU)
+	}
+	if l.Server != "" {
+		d["server"] = l.Server
+	}
+}
+
+// RequestLease runs one DHCPv4 exchange on o.Interface with u-root's
+// dhclient (which brings the link up, and closes its AF_PACKET socket
+// before returning) and returns the lease.
+func RequestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
+	link, err := netlink.LinkByName(o.Interface)
+	if err != nil {
+		return Lease{}, fmt.Errorf("dhcp: link %s: %w", o.Interface, err)
+	}
+	if o.Log != nil {
+		// dhclient logs through the standard logger.
+		log.SetOutput(o.Log.Writer())
+		log.SetFlags(0)
+		log.SetPrefix(o.Log.Prefix())
+	}
+	cfg := dhclient.Config{
+		Timeout: o.Timeout,
+		Retries: o.Retries,
+		Modifiers4: []dhcpv4.Modifier{
+			dhcpv4.WithRequestedOptions(dhcpv4.OptionSubnetMask, dhcpv4.OptionRouter,
+				dhcpv4.OptionInterfaceMTU, dhcpv4.OptionDomainNameServer, dhcpv4.OptionClasslessStaticRoute),
+			// Our vendor class instead of u-root's "PXE UROOT".
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("hotpath")),
+		},
+	}
+	lt := o.LinkTimeout
+	if lt == 0 {
+		lt = 10 * time.Second
+	}
+	var errs []error
+	for r := range dhclient.SendRequests(ctx, []netlink.Link{link}, true, false, cfg, lt) {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+			continue
+		}
+		p, ok := r.Lease.(*dhclient.Packet4)
+		if !ok {
+			continue
+		}
+		return fromPacket(p)
+	}
+	if len(errs) == 0 {
+		return Lease{}, fmt.Errorf("dhcp %s: no lease (link did not come up within %v?)", o.Interface, lt)
+	}
+	return Lease{}, fmt.Errorf("dhcp %s: %w", o.Interface, errors.Join(errs...))
+}
+
+func fromPacket(p *dhclient.Packet4) (Lease, error) {
+	ipn := p.Lease()
+	addr, ok := netip.AddrFromSlice(ipn.IP.To4())
+	if !ok || addr.IsUnspecified() {
+		return Lease{}, fmt.Errorf("dhcp: lease without an address")
+	}
+	ones, _ := ipn.Mask.Size()
+	l := Lease{Addr: netip.PrefixFrom(addr, ones)}
+	msg, _ := p.Message()
+	if gws := msg.Router(); len(gws) > 0 {
+		if gw, ok := netip.AddrFromSlice(gws[0].To4()); ok {
+			l.Gateway = gw
+		}
+	}
+	if v := msg.Options.Get(dhcpv4.OptionInterfaceMTU); len(v) == 2 {
+		l.MTU = int(v[0])<<8 | int(v[1])
+	}
+	for _, r := range msg.ClasslessStaticRoute() {
+		l.Routes = append(l.Routes, *r)
+	}
+	l.DNS, l.Search, l.Domain = p.GatherDNSSettings()
+	if s := msg.ServerIdentifier(); s != nil {
+		l.Server = s.String()
+	}
+	return l, nil
+}
+
+// Install sets the MTU, the address (valid and preferred lifetime
+// forever) and the routes of l on ifname, and writes resolvConf unless it
+// is "".
+func Install(ifname string, l Lease, resolvConf string) error {
+	link, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", ifname, err)
+	}
+	if l.MTU != 0 && link.Attrs().MTU != l.MTU {
+		if err := netlink.LinkSetMTU(link, l.MTU); err != nil {
+			return fmt.Errorf("set mtu %d on %s: %w", l.MTU, ifname, err)
+		}
+	}
+	a := &netlink.Addr{
+		IPNet:       prefixNet(l.Addr),
+		ValidLft:    Forever,
+		PreferedLft: Forever,
+	}
+	if err := netlink.AddrReplace(link, a); err != nil {
+		return fmt.Errorf("add address %s to %s: %w", l.Addr, ifname, err)
+	}
+	idx := link.Attrs().Index
+	if len(l.Routes) > 0 {
+		for _, r := range l.Routes {
+			rt := &netlink.Route{LinkIndex: idx, Dst: r.Dest, Gw: r.Router}
+			if r.Router == nil || r.Router.IsUnspecified() {
+				rt.Scope = netlink.SCOPE_LINK
+			}
+			if err := netlink.RouteReplace(rt); err != nil {
+				return fmt.Errorf("route %s via %s dev %s: %w", r.Dest, r.Router, ifname, err)
+			}
+		}
+	} else if l.Gateway.IsValid() {
+		gw := net.IP(l.Gateway.AsSlice())
+		if !l.Addr.Masked().Contains(l.Gateway) {
+			// A gateway outside the leased subnet (a /32 lease) needs a
+			// link route to itself first.
+			host := &netlink.Route{LinkIndex: idx, Dst: prefixNet(netip.PrefixFrom(l.Gateway, 32)), Scope: netlink.SCOPE_LINK}
+			if err := netlink.RouteReplace(host); err != nil {
+				return fmt.Errorf("route %s dev %s: %w", l.Gateway, ifname, err)
+			}
+		}
+		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: idx, Gw: gw}); err != nil {
+			return fmt.Errorf("default route via %s dev %s: %w", l.Gateway, ifname, err)
+		}
+	}
+	if resolvConf != "" && len(l.DNS) > 0 {
+		if err := os.MkdirAll(filepath.Dir(resolvConf), 0o755); err != nil {
+			return err
+		}
+		if err := dhclient.WriteDNSSettings(l.DNS, l.Search, l.Domain, resolvConf); err != nil {
+			return fmt.Errorf("write %s: %w", resolvConf, err)
+		}
+	}
+	return nil
+}
+
+func prefixNet(p netip.Prefix) *net.IPNet {
+	bits := 32
+	if p.Addr().Is6() {
+		bits = 128
+	}
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}
+}
+
+// Verify checks that l is installed on ifname: the address with both
+// lifetimes forever, the default route, the MTU, and (when procRoot is not
+// "") that no AF_PACKET socket is open. Sockets closed by the DHCP client
+// may take a moment to leave /proc/net/packet, so that check polls for up
+// to a second before failing.
+func Verify(ctx context.Context, ifname string, l Lease, procRoot string) error {
+	link, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", ifname, err)
+	}
+	if l.MTU != 0 && link.Attrs().MTU != l.MTU {
+		return fmt.Errorf("%s mtu %d, want %d", ifname, link.Attrs().MTU, l.MTU)
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", ifname, err)
+	}
+	found := false
+	for _, a := range addrs {
+		ones, _ := a.Mask.Size()
+		if a.IP.Equal(net.IP(l.Addr.Addr().AsSlice())) && ones == l.Addr.Bits() {
+			found = true
+			if uint32(a.ValidLft) != Forever || uint32(a.PreferedLft) != Forever {
+				return fmt.Errorf("%s on %s has valid_lft %d preferred_lft %d, want forever", l.Addr, ifname, a.ValidLft, a.PreferedLft)
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("%s not on %s", l.Addr, ifname)
+	}
+	if l.Gateway.IsValid() && len(l.Routes) == 0 {
+		gw, err := DefaultGateway(link)
+		if err != nil {
+			return err
+		}
+		if gw != l.Gateway {
+			return fmt.Errorf("default route via %v, want %s", gw, l.Gateway)
+		}
+	}
+	if procRoot != "" {
+		deadline := time.Now().Add(time.Second)
+		for {
+			n, err := PacketSockets(procRoot)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%d AF_PACKET sockets still open after the lease (%s/net/packet)", n, procRoot)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// DefaultGateway returns the gateway of link's IPv4 default route, or an
+// invalid Addr if there is none.
+func DefaultGateway(link netlink.Link) (netip.Addr, error) {
+	routes, err := netlink.RouteList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("list routes: %w", err)
+	}
+	for _, r := range routes {
+		if (r.Dst == nil || r.Dst.IP.IsUnspecified() && isZeroMask(r.Dst.Mask)) && r.Gw != nil {
+			gw, _ := netip.AddrFromSlice(r.Gw.To4())
+			return gw, nil
+		}
+	}
+	return netip.Addr{}, nil
+}
+
+func isZeroMask(m net.IPMask) bool {
+	ones, _ := m.Size()
+	return ones == 0
+}
+
+// PacketSockets counts the AF_PACKET sockets open in the network namespace
+// of the reader, one per line of procRoot/net/packet after the header.
+func PacketSockets(procRoot string) (int, error) {
+	f, err := os.Open(filepath.Join(procRoot, "net/packet"))
+	if err != nil {
+		return 0, fmt.Errorf("count packet sockets: %w", err)
+	}
+	defer f.Close()
+	n := -1 // the header line
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			n++
+		}
+	}
+	if n < 0 {
+		n = 0
+	}
+	return n, sc.Err()
+}

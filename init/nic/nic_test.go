@@ -1,0 +1,468 @@
+package nic
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/safchain/ethtool"
+	"golang.org/x/sys/unix"
+)
+
+// fakeTree builds /sys and /proc for one NIC.
+type fakeTree struct {
+	root, sys, proc string
+}
+
+func newTree(t *testing.T) *fakeTree {
+	root := t.TempDir()
+	ft := &fakeTree{root: root, sys: filepath.Join(root, "sys"), proc: filepath.Join(root, "proc")}
+	return ft
+}
+
+func (ft *fakeTree) write(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addNIC adds /sys/class/net/<name> with its device and driver links and
+// nq rx/tx queues (xps/rps files unless noXPS).
+func (ft *fakeTree) addNIC(t *testing.T, name string, ifindex int, device, driver string, nq int, noXPS bool) {
+	t.Helper()
+	dir := filepath.Join(ft.sys, "class/net", name)
+	ft.write(t, filepath.Join(dir, "type"), "1\n")
+	ft.write(t, filepath.Join(dir, "ifindex"), fmt.Sprintf("%d\n", ifindex))
+	if device != "" {
+		devDir := filepath.Join(ft.sys, "devices/pci0000:00", device)
+		drvDir := filepath.Join(ft.sys, "bus/drivers", driver)
+		os.MkdirAll(devDir, 0o755)
+		os.MkdirAll(drvDir, 0o755)
+		if err := os.Symlink(devDir, filepath.Join(dir, "device")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(drvDir, filepath.Join(devDir, "driver")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for q := 0; q < nq; q++ {
+		ft.write(t, filepath.Join(dir, "queues", fmt.Sprintf("rx-%d", q), "rps_cpus"), "0\n")
+		if !noXPS {
+			ft.write(t, filepath.Join(dir, "queues", fmt.Sprintf("tx-%d", q), "xps_cpus"), "0\n")
+		} else {
+			os.MkdirAll(filepath.Join(dir, "queues", fmt.Sprintf("tx-%d", q)), 0o755)
+		}
+	}
+}
+
+// interrupts writes /proc/interrupts with the given IRQ names (IRQ numbers
+// from 24) and creates /proc/irq/N/smp_affinity_list for each.
+func (ft *fakeTree) interrupts(t *testing.T, ncpu int, names ...string) map[string]int {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("           ")
+	for c := 0; c < ncpu; c++ {
+		fmt.Fprintf(&b, "CPU%-8d", c)
+	}
+	b.WriteString("\n  0:         40          0   IO-APIC   2-edge      timer\n")
+	b.WriteString("  4:          0        339   IO-APIC   4-edge      ttyS0\n")
+	irqs := map[string]int{}
+	for i, n := range names {
+		irq := 24 + i
+		irqs[n] = irq
+		fmt.Fprintf(&b, "%3d:", irq)
+		for c := 0; c < ncpu; c++ {
+			fmt.Fprintf(&b, " %10d", 7*c)
+		}
+		fmt.Fprintf(&b, "  PCI-MSIX-0000:00:05.0 %d-edge      %s\n", i, n)
+		ft.write(t, filepath.Join(ft.proc, "irq", fmt.Sprint(irq), "smp_affinity_list"), fmt.Sprintf("0-%d\n", ncpu-1))
+	}
+	b.WriteString("NMI:          0          0   Non-maskable interrupts\nLOC:      10000       9000   Local timer interrupts\n")
+	ft.write(t, filepath.Join(ft.proc, "interrupts"), b.String())
+	return irqs
+}
+
+func (ft *fakeTree) read(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestDiscover(t *testing.T) {
+	ft := newTree(t)
+	ft.write(t, filepath.Join(ft.sys, "class/net/lo/type"), "772\n")
+	ft.addNIC(t, "veth0", 2, "", "", 1, false)
+	ft.addNIC(t, "eth1", 4, "0000:00:06.0", "ena", 1, false)
+	ft.addNIC(t, "eth0", 3, "virtio0", "virtio_net", 2, false)
+	ft.write(t, filepath.Join(ft.sys, "class/net/wg0/type"), "65534\n")
+	l, err := Discover(ft.sys, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l != (Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"}) {
+		t.Errorf("Discover = %+v, want eth0 virtio_net virtio0 (lowest ifindex with a device)", l)
+	}
+	l, err = Discover(ft.sys, "eth1")
+	if err != nil || l.Driver != "ena" || l.Device != "0000:00:06.0" {
+		t.Errorf("Discover(eth1) = %+v, %v", l, err)
+	}
+	if _, err := Discover(ft.sys, "eth9"); err == nil {
+		t.Error("Discover(eth9) found a missing interface")
+	}
+	empty := newTree(t)
+	empty.write(t, filepath.Join(empty.sys, "class/net/lo/type"), "772\n")
+	if _, err := Discover(empty.sys, ""); err != errNoNIC {
+		t.Errorf("Discover on loopback only = %v, want errNoNIC", err)
+	}
+}
+
+func TestQueueIRQNaming(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		link   Link
+		irqs   []string
+		want   []string // "name:queue"
+		shared bool
+	}{
+		{
+			name: "virtio",
+			link: Link{Name: "eth0", Driver: "virtio_net", Device: "virtio1"},
+			irqs: []string{"virtio0-config", "virtio0-requestq", "virtio1-config", "virtio1-input.0", "virtio1-output.0",
+				"virtio1-input.1", "virtio1-output.1", "virtio1-control", "virtio10-input.0"},
+			want: []string{"virtio1-input.0:0", "virtio1-output.0:0", "virtio1-input.1:1", "virtio1-output.1:1"},
+		},
+		{
+			name:   "virtio shared vector",
+			link:   Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
+			irqs:   []string{"virtio0-config", "virtio0-virtqueues"},
+			shared: true,
+		},
+		{
+			name: "ena",
+			link: Link{Name: "eth0", Driver: "ena", Device: "0000:00:05.0"},
+			irqs: []string{"ena-mgmnt@pci:0000:00:05.0", "eth0-Tx-Rx-0", "eth0-Tx-Rx-1", "eth0-Tx-Rx-2",
+				"eth0-Tx-Rx-3", "eth1-Tx-Rx-0", "nvme0q1"},
+			want: []string{"eth0-Tx-Rx-0:0", "eth0-Tx-Rx-1:1", "eth0-Tx-Rx-2:2", "eth0-Tx-Rx-3:3"},
+		},
+		{
+			name: "generic TxRx",
+			link: Link{Name: "ens5", Driver: "ixgbevf"},
+			irqs: []string{"ens5-TxRx-0", "ens5-TxRx-1", "ens5"},
+			want: []string{"ens5-TxRx-0:0", "ens5-TxRx-1:1"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ft := newTree(t)
+			ft.interrupts(t, 2, tc.irqs...)
+			got, err := QueueIRQs(ft.proc, tc.link)
+			if tc.shared {
+				if _, ok := err.(*ErrSharedIRQ); !ok {
+					t.Fatalf("err = %v, want ErrSharedIRQ", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s []string
+			for _, q := range got {
+				s = append(s, fmt.Sprintf("%s:%d", q.Name, q.Queue))
+			}
+			if strings.Join(s, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("got %v, want %v", s, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseInterruptsShared(t *testing.T) {
+	in := "           CPU0       CPU1\n 11:   5  6   IO-APIC  11-fasteoi   uhci_hcd:usb1, virtio3-input.0\n"
+	ints, err := ParseInterrupts(strings.NewReader(in))
+	if err != nil || len(ints) != 1 || strings.Join(ints[0].Names, "|") != "uhci_hcd:usb1|virtio3-input.0" {
+		t.Errorf("ParseInterrupts = %+v, %v", ints, err)
+	}
+}
+
+// fakeEthtool is the ethtool surface of a driver in memory: it records
+// what was set and refuses what the driver would refuse.
+type fakeEthtool struct {
+	ch            ethtool.Channels
+	co            ethtool.Coalesce
+	features      map[string]bool
+	noAdaptive    bool // EOPNOTSUPP on use_adaptive_rx (virtio)
+	noCoalesce    bool // EOPNOTSUPP on any coalesce set
+	noChannelsGet bool
+}
+
+func (f *fakeEthtool) GetChannels(string) (ethtool.Channels, error) {
+	if f.noChannelsGet {
+		return ethtool.Channels{}, unix.EOPNOTSUPP
+	}
+	return f.ch, nil
+}
+func (f *fakeEthtool) SetChannels(_ string, c ethtool.Channels) (ethtool.Channels, error) {
+	if c.CombinedCount > c.MaxCombined {
+		return c, unix.EINVAL
+	}
+	f.ch = c
+	return c, nil
+}
+func (f *fakeEthtool) GetCoalesce(string) (ethtool.Coalesce, error) { return f.co, nil }
+func (f *fakeEthtool) SetCoalesce(_ string, c ethtool.Coalesce) (ethtool.Coalesce, error) {
+	if f.noCoalesce || (f.noAdaptive && c.UseAdaptiveRxCoalesce != 0) {
+		return c, unix.EOPNOTSUPP
+	}
+	f.co = c
+	return c, nil
+}
+func (f *fakeEthtool) Features(string) (map[string]bool, error) { return f.features, nil }
+func (f *fakeEthtool) Change(_ string, c map[string]bool) error {
+	for k, v := range c {
+		if _, ok := f.features[k]; !ok {
+			return fmt.Errorf("unsupported feature %q", k)
+		}
+		f.features[k] = v
+	}
+	return nil
+}
+
+type fakeNetlink struct {
+	up       bool
+	root     string
+	children []string
+	defQdisc string
+	ntx      int
+}
+
+func (f *fakeNetlink) LinkSetUp(string) error                  { f.up = true; return nil }
+func (f *fakeNetlink) LinkIsUp(string) (bool, error)           { return f.up, nil }
+func (f *fakeNetlink) Qdiscs(string) (string, []string, error) { return f.root, f.children, nil }
+func (f *fakeNetlink) ReplaceRoot(_ string, kind string) error {
+	f.root = kind
+	f.children = nil
+	if kind == "mq" {
+		for i := 0; i < f.ntx; i++ {
+			f.children = append(f.children, f.defQdisc)
+		}
+	}
+	return nil
+}
+
+func runSteps(t *testing.T, tu *Tuner) map[string]report.Step {
+	t.Helper()
+	res := boot.Run(context.Background(), tu.Steps(), t.Logf)
+	m := map[string]report.Step{}
+	for _, r := range res {
+		m[r.Name] = r
+	}
+	return m
+}
+
+func defaultOpts() Options {
+	return Options{Coalesce: "adaptive", RxUsecs: 20, TxUsecs: 64, IRQAffinity: true, XPS: true, Qdisc: "mq"}
+}
+
+func TestVirtioSteps(t *testing.T) {
+	ft := newTree(t)
+	ft.addNIC(t, "eth0", 2, "virtio0", "virtio_net", 4, false)
+	irqs := ft.interrupts(t, 4, "virtio0-config", "virtio0-input.0", "virtio0-output.0", "virtio0-input.1",
+		"virtio0-output.1", "virtio0-input.2", "virtio0-output.2", "virtio0-input.3", "virtio0-output.3")
+	et := &fakeEthtool{
+		ch:         ethtool.Channels{MaxCombined: 4, CombinedCount: 1},
+		features:   map[string]bool{"rx-gro": true, "rx-checksum": true},
+		noAdaptive: true, noCoalesce: true,
+	}
+	nl := &fakeNetlink{root: "mq", children: []string{"pfifo_fast", "pfifo_fast", "pfifo_fast", "pfifo_fast"}, defQdisc: "noqueue", ntx: 4}
+	link, _ := Discover(ft.sys, "")
+	tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: link, CPUs: []int{0, 1, 2, 3}, NrCPUs: 4,
+		Ethtool: et, Netlink: nl, Opt: defaultOpts()}
+	res := runSteps(t, tu)
+	want := map[string]report.Status{
+		"nic-channels": report.Applied, "nic-coalesce": report.Skipped, "nic-gro": report.Applied,
+		"nic-link-up": report.Applied, "nic-qdisc": report.Applied, "nic-irq-affinity": report.Applied,
+		"nic-xps": report.Applied, "nic-rps": report.Applied,
+	}
+	for name, st := range want {
+		if res[name].Status != st {
+			t.Errorf("%s: %s (%s%s), want %s", name, res[name].Status, res[name].Reason, res[name].Error, st)
+		}
+	}
+	if !strings.Contains(res["nic-coalesce"].Reason, "neither adaptive RX nor static") {
+		t.Errorf("coalesce reason %q", res["nic-coalesce"].Reason)
+	}
+	if et.ch.CombinedCount != 4 || et.features["rx-gro"] || !nl.up || nl.root != "mq" || !allNoqueue(nl.children) {
+		t.Errorf("state after steps: channels %d gro %v up %v qdisc %s %v", et.ch.CombinedCount, et.features["rx-gro"], nl.up, nl.root, nl.children)
+	}
+	for q := 0; q < 4; q++ {
+		for _, dir := range []string{"input", "output"} {
+			irq := irqs[fmt.Sprintf("virtio0-%s.%d", dir, q)]
+			if got := ft.read(t, filepath.Join(ft.proc, "irq", fmt.Sprint(irq), "smp_affinity_list")); got != fmt.Sprint(q) {
+				t.Errorf("virtio0-%s.%d affinity %s, want %d", dir, q, got, q)
+			}
+		}
+		if got := ft.read(t, filepath.Join(ft.sys, "class/net/eth0/queues", fmt.Sprintf("tx-%d", q), "xps_cpus")); got != fmt.Sprintf("%x", 1<<q) {
+			t.Errorf("tx-%d xps %s", q, got)
+		}
+	}
+	// The config IRQ is not a queue: untouched.
+	if got := ft.read(t, filepath.Join(ft.proc, "irq", fmt.Sprint(irqs["virtio0-config"]), "smp_affinity_list")); got != "0-3" {
+		t.Errorf("virtio0-config affinity changed to %s", got)
+	}
+}
+
+func TestENASteps(t *testing.T) {
+	ft := newTree(t)
+	ft.addNIC(t, "eth0", 2, "0000:00:05.0", "ena", 2, false)
+	irqs := ft.interrupts(t, 2, "ena-mgmnt@pci:0000:00:05.0", "eth0-Tx-Rx-0", "eth0-Tx-Rx-1")
+	ft.write(t, filepath.Join(ft.sys, "class/net/eth0/queues/rx-1/rps_cpus"), "3\n")
+	et := &fakeEthtool{ch: ethtool.Channels{MaxCombined: 8, CombinedCount: 8}, features: map[string]bool{"rx-gro": true},
+		co: ethtool.Coalesce{RxCoalesceUsecs: 0, TxCoalesceUsecs: 64}}
+	nl := &fakeNetlink{root: "mq", children: []string{"noqueue", "noqueue"}, defQdisc: "noqueue", ntx: 2}
+	link, _ := Discover(ft.sys, "")
+	tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: link, CPUs: []int{0, 1}, NrCPUs: 2,
+		Ethtool: et, Netlink: nl, Opt: defaultOpts()}
+	res := runSteps(t, tu)
+	for name, r := range res {
+		if r.Status != report.Applied {
+			t.Errorf("%s: %s %s%s", name, r.Status, r.Reason, r.Error)
+		}
+	}
+	if et.ch.CombinedCount != 2 || et.co.UseAdaptiveRxCoalesce != 1 || res["nic-coalesce"].Detail["mode"] != "adaptive-rx" {
+		t.Errorf("channels %d adaptive %d", et.ch.CombinedCount, et.co.UseAdaptiveRxCoalesce)
+	}
+	if res["nic-qdisc"].Detail["changed"] != "no" {
+		t.Errorf("qdisc already mq/noqueue was replaced: %v", res["nic-qdisc"].Detail)
+	}
+	for q := 0; q < 2; q++ {
+		irq := irqs[fmt.Sprintf("eth0-Tx-Rx-%d", q)]
+		if got := ft.read(t, filepath.Join(ft.proc, "irq", fmt.Sprint(irq), "smp_affinity_list")); got != fmt.Sprint(q) {
+			t.Errorf("eth0-Tx-Rx-%d affinity %s", q, got)
+		}
+		if got := ft.read(t, filepath.Join(ft.sys, "class/net/eth0/queues", fmt.Sprintf("rx-%d", q), "rps_cpus")); got != "0" {
+			t.Errorf("rx-%d rps %s", q, got)
+		}
+	}
+	if got := ft.read(t, filepath.Join(ft.proc, "irq", fmt.Sprint(irqs["ena-mgmnt@pci:0000:00:05.0"]), "smp_affinity_list")); got != "0-1" {
+		t.Errorf("management IRQ affinity changed to %s", got)
+	}
+
+	// Static moderation when asked for.
+	tu.Opt.Coalesce = "static"
+	r := boot.RunOne(context.Background(), tu.Steps()[1])
+	if r.Status != report.Applied || r.Detail["mode"] != "static" || et.co.RxCoalesceUsecs != 20 || et.co.UseAdaptiveRxCoalesce != 0 {
+		t.Errorf("static coalesce: %+v, driver state %+v", r, et.co)
+	}
+}
+
+func TestXPSMasks(t *testing.T) {
+	for _, tc := range []struct {
+		ncpu, nq int
+		want     []string // xps_cpus per tx queue as the kernel would print them
+	}{
+		{1, 1, []string{"1"}},
+		{2, 2, []string{"1", "2"}},
+		{4, 4, []string{"1", "2", "4", "8"}},
+		{8, 8, []string{"01", "02", "04", "08", "10", "20", "40", "80"}},
+		{8, 4, []string{"11", "22", "44", "88"}}, // more CPUs than queues: CPU k uses queue k mod 4
+		{2, 4, []string{"1", "2", "1", "2"}},     // more queues than CPUs: every queue keeps a CPU
+		{64, 64, nil},
+	} {
+		t.Run(fmt.Sprintf("%dcpu-%dq", tc.ncpu, tc.nq), func(t *testing.T) {
+			ft := newTree(t)
+			ft.addNIC(t, "eth0", 2, "virtio0", "virtio_net", tc.nq, false)
+			cpus := make([]int, tc.ncpu)
+			for i := range cpus {
+				cpus[i] = i
+			}
+			tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
+				CPUs: cpus, NrCPUs: tc.ncpu, Opt: defaultOpts()}
+			r := boot.RunOne(context.Background(), boot.Step{Name: "xps", Apply: tu.applyXPS, Verify: tu.verifyXPS})
+			if r.Status != report.Applied {
+				t.Fatalf("xps: %+v", r)
+			}
+			for q := 0; q < tc.nq; q++ {
+				got := ft.read(t, filepath.Join(ft.sys, "class/net/eth0/queues", fmt.Sprintf("tx-%d", q), "xps_cpus"))
+				want := ""
+				if tc.want != nil {
+					want = tc.want[q]
+				} else { // 64 CPUs: one bit per queue, two comma-separated 32-bit words
+					lo, hi := uint32(0), uint32(0)
+					if q < 32 {
+						lo = 1 << q
+					} else {
+						hi = 1 << (q - 32)
+					}
+					want = fmt.Sprintf("%08x,%08x", hi, lo)
+				}
+				if got != want {
+					t.Errorf("tx-%d xps_cpus = %q, want %q", q, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestXPSVerifyAcceptsKernelWidth checks that a mask read back in the
+// kernel's own width (nr_cpu_ids) verifies although written narrower.
+func TestXPSVerifyAcceptsKernelWidth(t *testing.T) {
+	ft := newTree(t)
+	ft.addNIC(t, "eth0", 2, "virtio0", "virtio_net", 2, false)
+	tu := &Tuner{SysRoot: ft.sys, Link: Link{Name: "eth0"}, CPUs: []int{32, 33}, NrCPUs: 64, Opt: defaultOpts()}
+	ft.write(t, filepath.Join(ft.sys, "class/net/eth0/queues/tx-0/xps_cpus"), "00000001,00000000\n")
+	ft.write(t, filepath.Join(ft.sys, "class/net/eth0/queues/tx-1/xps_cpus"), "2,00000000\n")
+	if err := tu.verifyXPS(context.Background(), boot.Detail{}); err != nil {
+		t.Errorf("verify: %v", err)
+	}
+	ft.write(t, filepath.Join(ft.sys, "class/net/eth0/queues/tx-1/xps_cpus"), "00000002,00000001\n")
+	if err := tu.verifyXPS(context.Background(), boot.Detail{}); err == nil {
+		t.Error("verify accepted an extra CPU")
+	}
+}
+
+func TestMissingFilesSkip(t *testing.T) {
+	ft := newTree(t)
+	ft.addNIC(t, "eth0", 2, "virtio0", "virtio_net", 2, true) // no xps_cpus
+	os.Remove(filepath.Join(ft.sys, "class/net/eth0/queues/rx-0/rps_cpus"))
+	os.Remove(filepath.Join(ft.sys, "class/net/eth0/queues/rx-1/rps_cpus"))
+	ft.interrupts(t, 2, "virtio0-config", "virtio0-virtqueues")
+	et := &fakeEthtool{noChannelsGet: true, features: map[string]bool{"tx-checksum-ipv4": true}, noCoalesce: true}
+	nl := &fakeNetlink{root: "noqueue", ntx: 1}
+	tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
+		CPUs: []int{0, 1}, NrCPUs: 2, Ethtool: et, Netlink: nl, Opt: defaultOpts()}
+	res := runSteps(t, tu)
+	for name, sub := range map[string]string{
+		"nic-channels":     "does not report channels",
+		"nic-gro":          "no rx-gro feature",
+		"nic-irq-affinity": "share one interrupt (virtio0-virtqueues)",
+		"nic-xps":          "xps_cpus (kernel without CONFIG_XPS?)",
+		"nic-rps":          "rps_cpus (kernel without CONFIG_RPS?)",
+	} {
+		if r := res[name]; r.Status != report.Skipped || !strings.Contains(r.Reason, sub) {
+			t.Errorf("%s: %s %q%s, want skipped with %q", name, r.Status, r.Reason, r.Error, sub)
+		}
+	}
+	for _, s := range SkippedSteps("no NIC") {
+		if r := boot.RunOne(context.Background(), s); r.Status != report.Skipped || r.Reason != "no NIC" {
+			t.Errorf("SkippedSteps: %+v", r)
+		}
+	}
+}
+
+func TestQueueCPUs(t *testing.T) {
+	if got := cpuset.FormatList(QueueCPUs(1, 2, []int{0, 2, 4, 6})); got != "2,6" {
+		t.Errorf("QueueCPUs(1, 2, 0,2,4,6) = %s", got)
+	}
+}

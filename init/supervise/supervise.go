@@ -1,0 +1,410 @@
+// Package supervise runs the workload as PID 2 and keeps it running: it
+// reaps every child (PID 1 inherits all orphans), restarts the workload
+// with exponential back-off when it exits, reports a crash loop (N exits
+// within a window) instead of hiding it, and shuts down in order: SIGTERM,
+// a grace period, SIGKILL, sync, power off.
+//
+// Time is injected (Clock) so tests drive back-off, crash-loop windows and
+// the grace period without sleeping; the final sync and reboot(2) are
+// injected (System) so tests run the whole shutdown sequence without
+// powering the machine off.
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/report"
+	"golang.org/x/sys/unix"
+)
+
+// Clock is the time source for back-off, crash-loop windows and the grace
+// period.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// RealClock is the wall clock.
+var RealClock Clock = realClock{}
+
+// Config configures a Supervisor.
+type Config struct {
+	Path string
+	Args []string // argv[1:]
+	Env  []string // the whole environment, HOTPATH_CPUS and HOTPATH_PORT included
+	Port int      // readiness: the workload accepts TCP on 127.0.0.1:Port
+
+	BackoffMin      time.Duration
+	BackoffMax      time.Duration
+	CrashLoopExits  int
+	CrashLoopWindow time.Duration // also: a run this long resets the back-off
+	Grace           time.Duration // SIGTERM to SIGKILL
+	ReadyTimeout    time.Duration
+	ProbeInterval   time.Duration // default 10ms
+
+	// Stdout and Stderr of the workload (the console); nil: /dev/null.
+	Stdout, Stderr *os.File
+
+	Clock Clock
+	// Millis returns the event timestamp (CLOCK_BOOTTIME ms in the init).
+	Millis func() int64
+	// Event receives every event line; Log every log line. Both may be nil.
+	Event func(report.Event)
+	Log   func(format string, args ...any)
+	// OnFirstReady is called once: when the workload first accepts (err
+	// nil) or when ReadyTimeout passes without that (err set). The init
+	// prints the boot report from it.
+	OnFirstReady func(err error)
+}
+
+// Supervisor supervises one workload.
+type Supervisor struct {
+	cfg Config
+
+	mu      sync.Mutex
+	pid     int                          // the running workload, 0 if none
+	waiting map[int]chan unix.WaitStatus // exit channels of our children
+
+	stop      chan string
+	stopOnce  sync.Once
+	done      chan struct{}
+	firstOnce sync.Once
+	killed    bool
+}
+
+// New returns a Supervisor. Start the reaper with Reap before Run.
+func New(cfg Config) *Supervisor {
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock
+	}
+	if cfg.Millis == nil {
+		cfg.Millis = func() int64 { return time.Now().UnixMilli() }
+	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = 10 * time.Millisecond
+	}
+	if cfg.CrashLoopExits == 0 {
+		cfg.CrashLoopExits = 5
+	}
+	return &Supervisor{
+		cfg:     cfg,
+		waiting: map[int]chan unix.WaitStatus{},
+		stop:    make(chan string, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+func (s *Supervisor) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		s.cfg.Log(format, args...)
+	}
+}
+
+func (s *Supervisor) event(e report.Event) {
+	e.Millis = s.cfg.Millis()
+	if s.cfg.Event != nil {
+		s.cfg.Event(e)
+	}
+}
+
+// Reap reaps every child of this process until ctx ends: on SIGCHLD, and
+// once a second in case a signal was coalesced. The workload's exit status
+// goes to Run; any other child is an orphan inherited by PID 1 (or by a
+// subreaper) and is only logged. os/exec must not be used to wait for
+// children of this process while Reap runs: wait4(-1) takes them all.
+func (s *Supervisor) Reap(ctx context.Context) {
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, syscall.SIGCHLD)
+	defer signal.Stop(ch)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s.reapAll()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *Supervisor) reapAll() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+		s.mu.Lock()
+		c, ok := s.waiting[pid]
+		delete(s.waiting, pid)
+		s.mu.Unlock()
+		if ok {
+			c <- ws
+		} else {
+			s.logf("reaped orphan pid %d (%s)", pid, describe(ws))
+		}
+	}
+}
+
+func describe(ws unix.WaitStatus) string {
+	switch {
+	case ws.Exited():
+		return "exit status " + strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		return "signal: " + ws.Signal().String()
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+// start forks the workload in its own process group (so that shutdown
+// signals reach whatever it started too). The pid is registered for the
+// reaper before the reaper can see its exit: the lock is held across the
+// fork.
+func (s *Supervisor) start() (int, chan unix.WaitStatus, error) {
+	files := []uintptr{devNull(), fd(s.cfg.Stdout), fd(s.cfg.Stderr)}
+	argv := append([]string{s.cfg.Path}, s.cfg.Args...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid, err := syscall.ForkExec(s.cfg.Path, argv, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   s.cfg.Env,
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.Path, err)
+	}
+	c := make(chan unix.WaitStatus, 1)
+	s.waiting[pid] = c
+	s.pid = pid
+	return pid, c, nil
+}
+
+var nullFD = -1
+
+func devNull() uintptr {
+	if nullFD < 0 {
+		if f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+			nullFD = int(f.Fd())
+		}
+	}
+	return uintptr(nullFD)
+}
+
+func fd(f *os.File) uintptr {
+	if f == nil {
+		return devNull()
+	}
+	return f.Fd()
+}
+
+// Stop asks Run to shut the workload down (SIGTERM, grace, SIGKILL) and
+// return. It does not wait; see Done.
+func (s *Supervisor) Stop(reason string) {
+	s.stopOnce.Do(func() { s.stop <- reason })
+}
+
+// Done is closed when Run has returned.
+func (s *Supervisor) Done() <-chan struct{} { return s.done }
+
+// Killed reports whether the last shutdown needed SIGKILL.
+func (s *Supervisor) Killed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.killed
+}
+
+// Run starts the workload and restarts it until Stop.
+func (s *Supervisor) Run() {
+	defer close(s.done)
+	backoff := s.cfg.BackoffMin
+	var exits []time.Time
+	for {
+		select {
+		case reason := <-s.stop:
+			s.event(report.Event{Kind: report.EventShutdown, Detail: reason})
+			return
+		default:
+		}
+		started := s.cfg.Clock.Now()
+		pid, exited, err := s.start()
+		var status string
+		if err != nil {
+			status = err.Error()
+			s.logf("%v", err)
+			s.firstReady(err)
+		} else {
+			s.event(report.Event{Kind: report.EventStart, PID: pid})
+			s.logf("workload %s started, pid %d", s.cfg.Path, pid)
+			probeCtx, cancel := context.WithCancel(context.Background())
+			go s.probe(probeCtx, pid)
+			select {
+			case ws := <-exited:
+				cancel()
+				status = describe(ws)
+			case reason := <-s.stop:
+				cancel()
+				s.shutdown(pid, exited, reason)
+				return
+			}
+			s.mu.Lock()
+			s.pid = 0
+			s.mu.Unlock()
+			s.event(report.Event{Kind: report.EventExit, PID: pid, Detail: status})
+			s.logf("workload pid %d exited: %s", pid, status)
+		}
+		now := s.cfg.Clock.Now()
+		if now.Sub(started) >= s.cfg.CrashLoopWindow {
+			backoff = s.cfg.BackoffMin // it ran long enough: a fresh failure
+		}
+		exits = append(exits, now)
+		for len(exits) > 0 && now.Sub(exits[0]) > s.cfg.CrashLoopWindow {
+			exits = exits[1:]
+		}
+		if len(exits) >= s.cfg.CrashLoopExits {
+			s.event(report.Event{Kind: report.EventCrashLoop, Exits: len(exits), Detail: status})
+			s.logf("CRASH LOOP: workload exited %d times within %v (last: %s); still restarting every %v",
+				len(exits), s.cfg.CrashLoopWindow, status, backoff)
+		}
+		s.event(report.Event{Kind: report.EventRestart, BackoffMS: backoff.Milliseconds()})
+		select {
+		case <-s.cfg.Clock.After(backoff):
+		case reason := <-s.stop:
+			s.event(report.Event{Kind: report.EventShutdown, Detail: reason})
+			return
+		}
+		backoff = min(2*backoff, s.cfg.BackoffMax)
+	}
+}
+
+// shutdown sends SIGTERM to the workload's process group, waits up to the
+// grace period for the workload to exit, then sends SIGKILL.
+func (s *Supervisor) shutdown(pid int, exited chan unix.WaitStatus, reason string) {
+	s.event(report.Event{Kind: report.EventShutdown, PID: pid, Detail: reason})
+	s.logf("shutdown (%s): SIGTERM to workload pid %d, grace %v", reason, pid, s.cfg.Grace)
+	signalGroup(pid, unix.SIGTERM)
+	var status string
+	select {
+	case ws := <-exited:
+		status = describe(ws)
+	case <-s.cfg.Clock.After(s.cfg.Grace):
+		s.logf("workload pid %d still running after %v: SIGKILL", pid, s.cfg.Grace)
+		s.mu.Lock()
+		s.killed = true
+		s.mu.Unlock()
+		signalGroup(pid, unix.SIGKILL)
+		select {
+		case ws := <-exited:
+			status = describe(ws)
+		case <-time.After(10 * time.Second): // real time: SIGKILL cannot be refused
+			status = "did not exit after SIGKILL"
+		}
+	}
+	// Anything else left in the group gets SIGKILL too.
+	unix.Kill(-pid, unix.SIGKILL)
+	s.event(report.Event{Kind: report.EventExit, PID: pid, Detail: status})
+	s.logf("workload pid %d exited: %s", pid, status)
+}
+
+func signalGroup(pid int, sig unix.Signal) {
+	if err := unix.Kill(-pid, sig); err != nil {
+		unix.Kill(pid, sig)
+	}
+}
+
+// probe polls 127.0.0.1:Port until it accepts a connection.
+func (s *Supervisor) probe(ctx context.Context, pid int) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.logf("readiness probe panic: %v", p)
+		}
+	}()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cfg.Port))
+	deadline := time.Now().Add(s.cfg.ReadyTimeout)
+	timedOut := false
+	for ctx.Err() == nil {
+		d := net.Dialer{Timeout: 200 * time.Millisecond}
+		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
+			c.Close()
+			s.event(report.Event{Kind: report.EventReady, PID: pid})
+			s.logf("workload pid %d accepts on %s", pid, addr)
+			s.firstReady(nil)
+			return
+		}
+		if !timedOut && s.cfg.ReadyTimeout > 0 && time.Now().After(deadline) {
+			timedOut = true
+			s.firstReady(fmt.Errorf("workload did not accept on %s within %v", addr, s.cfg.ReadyTimeout))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.cfg.ProbeInterval):
+		}
+	}
+}
+
+func (s *Supervisor) firstReady(err error) {
+	s.firstOnce.Do(func() {
+		if s.cfg.OnFirstReady != nil {
+			s.cfg.OnFirstReady(err)
+		}
+	})
+}
+
+// System is what the end of a shutdown needs from the kernel.
+type System interface {
+	KillAll(sig unix.Signal) error // kill(-1, sig): every process but PID 1
+	Sync()
+	Reboot(cmd int) error
+}
+
+// Kernel is the real System.
+type Kernel struct{}
+
+func (Kernel) KillAll(sig unix.Signal) error { return unix.Kill(-1, sig) }
+func (Kernel) Sync()                         { unix.Sync() }
+func (Kernel) Reboot(cmd int) error          { return unix.Reboot(cmd) }
+
+// Finish ends the machine after Run returned: SIGKILL to every remaining
+// process, sync, then power off (or restart when reboot is set). It never
+// halts: a halted EC2 instance keeps running and billing. If reboot(2)
+// fails it is retried; Finish returns only if it keeps failing, and the
+// caller (PID 1) must then keep running rather than exit.
+func Finish(sys System, reboot bool, millis func() int64, ev func(report.Event), logf func(string, ...any)) error {
+	if err := sys.KillAll(unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		logf("kill remaining processes: %v", err)
+	}
+	sys.Sync()
+	cmd, what := unix.LINUX_REBOOT_CMD_POWER_OFF, "power-off"
+	if reboot {
+		cmd, what = unix.LINUX_REBOOT_CMD_RESTART, "reboot"
+	}
+	ev(report.Event{Kind: report.EventPowerOff, Millis: millis(), Detail: what})
+	var err error
+	for i := 0; i < 3; i++ {
+		if err = sys.Reboot(cmd); err == nil {
+			return nil
+		}
+		logf("reboot(%s): %v", what, err)
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("reboot(%s): %w", what, err)
+}

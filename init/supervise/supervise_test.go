@@ -1,0 +1,480 @@
+package supervise
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/report"
+	"golang.org/x/sys/unix"
+)
+
+const helperEnv = "HOTPATH_SUPERVISE_HELPER"
+
+// TestHelperWorkload is not a test: it is the workload the supervisor
+// tests start (the test binary re-executed with HOTPATH_SUPERVISE_HELPER).
+func TestHelperWorkload(t *testing.T) {
+	mode := os.Getenv(helperEnv)
+	if mode == "" {
+		t.Skip("helper process for the supervisor tests")
+	}
+	mark := os.Getenv("HOTPATH_MARK")
+	switch mode {
+	case "exit3":
+		os.Exit(3)
+	case "orphan":
+		// Start a grandchild that outlives us, then exit: the grandchild
+		// is reparented to the subreaper (the test process) and must be
+		// reaped by the supervisor's reaper when it exits.
+		pid, err := syscall.ForkExec(os.Args[0], []string{os.Args[0], "-test.run=^TestHelperWorkload$"},
+			&syscall.ProcAttr{Env: []string{helperEnv + "=sleep"}, Sys: &syscall.SysProcAttr{Setsid: true}})
+		if err != nil {
+			os.Exit(10)
+		}
+		os.WriteFile(mark, []byte(strconv.Itoa(pid)), 0o644)
+		os.Exit(0)
+	case "sleep":
+		time.Sleep(300 * time.Millisecond)
+		os.Exit(0)
+	case "serve", "stubborn":
+		if mode == "stubborn" {
+			signal.Ignore(syscall.SIGTERM)
+			// Marked before listening: readiness implies the mark.
+			os.WriteFile(mark, []byte("ignoring"), 0o644)
+		} else {
+			c := make(chan os.Signal, 1)
+			signal.Notify(c, syscall.SIGTERM)
+			go func() {
+				<-c
+				os.WriteFile(mark, []byte("sigterm"), 0o644)
+				os.Exit(0)
+			}()
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("HOTPATH_PORT"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(11)
+		}
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				os.Exit(12)
+			}
+			go func() {
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				if n, ok := strings.CutPrefix(strings.TrimSpace(line), "exit "); ok {
+					code, _ := strconv.Atoi(n)
+					os.Exit(code)
+				}
+				c.Close()
+			}()
+		}
+	}
+	os.Exit(99)
+}
+
+// fakeClock is a manual clock: After registers a timer that fires when
+// Advance passes its deadline; every After call is announced on timers.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []fakeTimer
+	added  chan time.Duration
+}
+
+type fakeTimer struct {
+	at time.Time
+	c  chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Unix(1000, 0), added: make(chan time.Duration, 100)}
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) After(d time.Duration) <-chan time.Time {
+	f.mu.Lock()
+	c := make(chan time.Time, 1)
+	f.timers = append(f.timers, fakeTimer{f.now.Add(d), c})
+	f.mu.Unlock()
+	f.added <- d
+	return c
+}
+
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	kept := f.timers[:0]
+	for _, t := range f.timers {
+		if !t.at.After(f.now) {
+			t.c <- f.now
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	f.timers = kept
+}
+
+// waitTimer waits (in real time) for the supervisor to start a timer.
+func (f *fakeClock) waitTimer(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-f.added:
+		return d
+	case <-time.After(20 * time.Second):
+		t.Fatal("no timer started")
+		return 0
+	}
+}
+
+// recorder collects events and log lines.
+type recorder struct {
+	mu     sync.Mutex
+	events []report.Event
+	logs   []string
+	ch     chan report.Event
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan report.Event, 1000)} }
+
+func (r *recorder) event(e report.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	r.ch <- e
+}
+
+func (r *recorder) logf(format string, args ...any) {
+	r.mu.Lock()
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// next waits for the next event of kind.
+func (r *recorder) next(t *testing.T, kind string) report.Event {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case e := <-r.ch:
+			if e.Kind == kind {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event", kind)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func setup(t *testing.T, mode string, mutate func(*Config)) (*Supervisor, *fakeClock, *recorder, string) {
+	t.Helper()
+	clk := newFakeClock()
+	rec := newRecorder()
+	mark := filepath.Join(t.TempDir(), "mark")
+	port := freePort(t)
+	cfg := Config{
+		Path:            os.Args[0],
+		Args:            []string{"-test.run=^TestHelperWorkload$"},
+		Env:             []string{helperEnv + "=" + mode, "HOTPATH_MARK=" + mark, "HOTPATH_PORT=" + strconv.Itoa(port)},
+		Port:            port,
+		BackoffMin:      100 * time.Millisecond,
+		BackoffMax:      800 * time.Millisecond,
+		CrashLoopExits:  3,
+		CrashLoopWindow: 10 * time.Second,
+		Grace:           5 * time.Second,
+		ReadyTimeout:    20 * time.Second,
+		Stderr:          os.Stderr,
+		Clock:           clk,
+		Event:           rec.event,
+		Log:             rec.logf,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s := New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	go s.Reap(ctx)
+	t.Cleanup(func() {
+		s.Stop("test end")
+		// Let a pending grace timer fire so Run can end.
+		for i := 0; i < 100; i++ {
+			select {
+			case <-s.Done():
+				cancel()
+				return
+			case <-time.After(50 * time.Millisecond):
+				clk.Advance(time.Hour)
+			}
+		}
+		cancel()
+	})
+	return s, clk, rec, mark
+}
+
+func TestRestartBackoffCrashLoop(t *testing.T) {
+	s, clk, rec, _ := setup(t, "exit3", nil)
+	go s.Run()
+	want := []time.Duration{100, 200, 400, 800, 800, 800}
+	for i, w := range want {
+		st := rec.next(t, report.EventStart)
+		ex := rec.next(t, report.EventExit)
+		if ex.PID != st.PID || ex.Detail != "exit status 3" {
+			t.Errorf("exit %d: %+v after start %+v", i, ex, st)
+		}
+		if i+1 >= 3 { // the third exit within the window is a crash loop
+			cl := rec.next(t, report.EventCrashLoop)
+			if cl.Exits != i+1 {
+				t.Errorf("crash-loop exits %d, want %d", cl.Exits, i+1)
+			}
+		}
+		rs := rec.next(t, report.EventRestart)
+		d := clk.waitTimer(t)
+		if d != w*time.Millisecond || rs.BackoffMS != int64(w) {
+			t.Errorf("restart %d: back-off %v (event %d ms), want %v ms", i, d, rs.BackoffMS, w)
+		}
+		rec.mu.Lock()
+		for _, e := range rec.events {
+			if e.Kind == report.EventCrashLoop && i+1 < 3 {
+				t.Errorf("crash loop reported after %d exits", i+1)
+			}
+		}
+		rec.mu.Unlock()
+		clk.Advance(d)
+	}
+	rec.mu.Lock()
+	logs := strings.Join(rec.logs, "\n")
+	rec.mu.Unlock()
+	if !strings.Contains(logs, "CRASH LOOP") {
+		t.Errorf("no crash-loop log line:\n%s", logs)
+	}
+}
+
+// TestRestartServesAgainAndBackoffResets: exits spread wider than the window are no crash
+// loop, and a run longer than the window resets the back-off.
+func TestRestartServesAgainAndBackoffResets(t *testing.T) {
+	var readyErr []error
+	var mu sync.Mutex
+	s, clk, rec, _ := setup(t, "serve", func(c *Config) {
+		c.CrashLoopExits = 2
+		c.OnFirstReady = func(err error) { mu.Lock(); readyErr = append(readyErr, err); mu.Unlock() }
+	})
+	go s.Run()
+	exitVia := func(code int) {
+		t.Helper()
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.cfg.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "exit %d\n", code)
+		c.Close()
+	}
+	for round := 0; round < 3; round++ {
+		rec.next(t, report.EventStart)
+		rec.next(t, report.EventReady)
+		clk.Advance(11 * time.Second) // ran longer than the window
+		exitVia(7)
+		if ex := rec.next(t, report.EventExit); ex.Detail != "exit status 7" {
+			t.Errorf("exit: %+v", ex)
+		}
+		rs := rec.next(t, report.EventRestart)
+		if d := clk.waitTimer(t); d != 100*time.Millisecond || rs.BackoffMS != 100 {
+			t.Errorf("round %d: back-off %v, want the minimum after a long run", round, d)
+		}
+		clk.Advance(100 * time.Millisecond)
+	}
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if e.Kind == report.EventCrashLoop {
+			t.Errorf("crash loop reported for exits %v apart: %+v", 11*time.Second, e)
+		}
+	}
+	rec.mu.Unlock()
+	mu.Lock()
+	if len(readyErr) != 1 || readyErr[0] != nil {
+		t.Errorf("OnFirstReady calls: %v, want one with nil", readyErr)
+	}
+	mu.Unlock()
+}
+
+func TestShutdownGraceful(t *testing.T) {
+	s, clk, rec, mark := setup(t, "serve", nil)
+	go s.Run()
+	rec.next(t, report.EventReady)
+	s.Stop("power button")
+	if sd := rec.next(t, report.EventShutdown); sd.Detail != "power button" {
+		t.Errorf("shutdown event %+v", sd)
+	}
+	if d := clk.waitTimer(t); d != 5*time.Second {
+		t.Errorf("grace timer %v, want 5s", d)
+	}
+	ex := rec.next(t, report.EventExit)
+	if ex.Detail != "exit status 0" {
+		t.Errorf("exit after SIGTERM: %+v", ex)
+	}
+	<-s.Done()
+	if s.Killed() {
+		t.Error("SIGKILL sent to a workload that exited on SIGTERM")
+	}
+	if b, _ := os.ReadFile(mark); string(b) != "sigterm" {
+		t.Errorf("workload did not see SIGTERM (mark %q)", b)
+	}
+}
+
+// fakeSystem records the end of a shutdown instead of doing it.
+type fakeSystem struct {
+	mu    sync.Mutex
+	calls []string
+	fail  int
+}
+
+func (f *fakeSystem) add(s string) { f.mu.Lock(); f.calls = append(f.calls, s); f.mu.Unlock() }
+func (f *fakeSystem) KillAll(sig unix.Signal) error {
+	f.add("killall " + unix.SignalName(sig))
+	return nil
+}
+func (f *fakeSystem) Sync() { f.add("sync") }
+func (f *fakeSystem) Reboot(cmd int) error {
+	switch cmd {
+	case unix.LINUX_REBOOT_CMD_POWER_OFF:
+		f.add("power-off")
+	case unix.LINUX_REBOOT_CMD_RESTART:
+		f.add("restart")
+	case unix.LINUX_REBOOT_CMD_HALT:
+		f.add("HALT")
+	}
+	if f.fail > 0 {
+		f.fail--
+		return unix.EPERM
+	}
+	return nil
+}
+
+// TestShutdownSequence: a workload that ignores SIGTERM gets SIGKILL
+// exactly when the grace period has passed; then sync, then power off.
+func TestShutdownSequence(t *testing.T) {
+	s, clk, rec, mark := setup(t, "stubborn", nil)
+	go s.Run()
+	st := rec.next(t, report.EventStart)
+	rec.next(t, report.EventReady)
+	if b, _ := os.ReadFile(mark); string(b) != "ignoring" {
+		t.Fatalf("helper not ready to ignore SIGTERM: %q", b)
+	}
+	s.Stop("SIGTERM to PID 1")
+	rec.next(t, report.EventShutdown)
+	if d := clk.waitTimer(t); d != 5*time.Second {
+		t.Fatalf("grace timer %v", d)
+	}
+	// Before the grace period ends the workload must still be alive.
+	clk.Advance(4 * time.Second)
+	time.Sleep(200 * time.Millisecond)
+	if err := unix.Kill(st.PID, 0); err != nil {
+		t.Fatalf("workload gone before the grace period ended: %v", err)
+	}
+	select {
+	case <-s.Done():
+		t.Fatal("Run returned before the grace period ended")
+	default:
+	}
+	clk.Advance(time.Second)
+	ex := rec.next(t, report.EventExit)
+	if ex.Detail != "signal: killed" {
+		t.Errorf("exit %+v, want killed", ex)
+	}
+	<-s.Done()
+	if !s.Killed() {
+		t.Error("Killed() = false")
+	}
+	sys := &fakeSystem{fail: 1}
+	var evs []report.Event
+	err := Finish(sys, false, func() int64 { return 42 }, func(e report.Event) { evs = append(evs, e) }, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(sys.calls, ","); got != "killall SIGKILL,sync,power-off,power-off" {
+		t.Errorf("system calls %s, want killall, sync, power-off (retried once)", got)
+	}
+	if len(evs) != 1 || evs[0].Kind != report.EventPowerOff || evs[0].Detail != "power-off" {
+		t.Errorf("events %+v", evs)
+	}
+	sys = &fakeSystem{}
+	Finish(sys, true, func() int64 { return 0 }, func(report.Event) {}, t.Logf)
+	if got := strings.Join(sys.calls, ","); got != "killall SIGKILL,sync,restart" {
+		t.Errorf("reboot sequence %s", got)
+	}
+}
+
+func TestReapsOrphans(t *testing.T) {
+	// Stand in for PID 1: orphans of our descendants come to us.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Skipf("subreaper: %v", err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	s, clk, rec, mark := setup(t, "orphan", nil)
+	go s.Run()
+	rec.next(t, report.EventExit)
+	clk.waitTimer(t) // restart back-off: hold it so no second orphan starts
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, _ := strconv.Atoi(string(b))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec.mu.Lock()
+		logs := strings.Join(rec.logs, "\n")
+		rec.mu.Unlock()
+		if strings.Contains(logs, fmt.Sprintf("reaped orphan pid %d (exit status 0)", orphan)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan %d not reaped; logs:\n%s", orphan, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Reaped means gone, not a zombie.
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", orphan)); err == nil {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", orphan)); strings.Contains(string(st), ") Z ") {
+			t.Errorf("orphan %d is a zombie", orphan)
+		}
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	var got error
+	s, clk, rec, _ := setup(t, "exit3", func(c *Config) {
+		c.Path = "/nonexistent/workload"
+		c.OnFirstReady = func(err error) { got = err }
+	})
+	go s.Run()
+	rec.next(t, report.EventRestart)
+	clk.waitTimer(t)
+	if got == nil || !strings.Contains(got.Error(), "/nonexistent/workload") {
+		t.Errorf("OnFirstReady(%v), want the start error", got)
+	}
+}
