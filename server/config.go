@@ -1,0 +1,194 @@
+package server
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything a Server needs. DefaultConfig gives the production
+// defaults; ConfigFromEnv applies the workload contract (HOTPATH_CPUS,
+// HOTPATH_PORT); RegisterFlags lets a command line override both.
+type Config struct {
+	// CPUs lists the CPUs to run one worker on each, in the order their
+	// listeners join the SO_REUSEPORT group. Empty means every CPU in the
+	// process's affinity mask.
+	CPUs []int
+	Addr string // IP address to listen on; "" is 0.0.0.0
+	Port int    // TCP port; 0 picks a free one (see Server.Port)
+
+	Backlog  int  // listen backlog per worker (the kernel caps it at net.core.somaxconn)
+	NoDelay  bool // TCP_NODELAY: a response goes out at once, never held by Nagle
+	BusyPoll int  // SO_BUSY_POLL in microseconds; 0 leaves the net.core.busy_read default
+	RecvBuf  int  // SO_RCVBUF bytes; 0 keeps kernel autotuning
+	SendBuf  int  // SO_SNDBUF bytes; 0 keeps kernel autotuning
+
+	// ReadBufferSize is each connection's input buffer. It bounds how many
+	// pipelined requests one recv can take in; it is raised to
+	// MaxHeaderBytes+1 if smaller. A body larger than what fits grows the
+	// buffer of that connection, up to MaxHeaderBytes+MaxBodyBytes.
+	ReadBufferSize    int
+	MaxHeaderBytes    int   // request line + header fields; more is 431
+	MaxBodyBytes      int64 // Content-Length limit; more is 413
+	MaxConnsPerWorker int   // connections beyond it get 503 and are closed
+
+	// IdleTimeout closes a keep-alive connection that sends nothing, and one
+	// whose pending response the peer does not read.
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds how long a started request (and a new
+	// connection's first request) may take to arrive in full; 408 after it.
+	HeaderTimeout time.Duration
+	// GracePeriod bounds the drain on Shutdown: after it, open connections
+	// are closed.
+	GracePeriod time.Duration
+
+	ServerName string    // the Server header; "" is "hotpath"
+	Log        io.Writer // the ready line and errors; nil is os.Stderr
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{
+		Port:              8080,
+		Backlog:           4096,
+		NoDelay:           true,
+		ReadBufferSize:    16 << 10,
+		MaxHeaderBytes:    8 << 10,
+		MaxBodyBytes:      1 << 20,
+		MaxConnsPerWorker: 16384,
+		IdleTimeout:       60 * time.Second,
+		HeaderTimeout:     10 * time.Second,
+		GracePeriod:       5 * time.Second,
+		ServerName:        "hotpath",
+	}
+}
+
+// ConfigFromEnv returns DefaultConfig with the workload contract applied:
+// HOTPATH_CPUS (a CPU list such as "0-3" or "0,2") and HOTPATH_PORT. getenv
+// is os.Getenv in production and a map lookup in tests.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := DefaultConfig()
+	if v := getenv("HOTPATH_CPUS"); v != "" {
+		cpus, err := ParseCPUList(v)
+		if err != nil {
+			return c, fmt.Errorf("HOTPATH_CPUS: %w", err)
+		}
+		c.CPUs = cpus
+	}
+	if v := getenv("HOTPATH_PORT"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > 65535 {
+			return c, fmt.Errorf("HOTPATH_PORT %q: not a port", v)
+		}
+		c.Port = p
+	}
+	return c, nil
+}
+
+// RegisterFlags defines flags on fs that override c's fields; call it
+// before fs.Parse with c already holding the defaults to show.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("cpus", "CPU list to run one worker on each, e.g. 0-3 or 0,2 (default: the affinity mask, or $HOTPATH_CPUS)"+cpuDefault(c.CPUs), func(s string) error {
+		cpus, err := ParseCPUList(s)
+		if err != nil {
+			return err
+		}
+		c.CPUs = cpus
+		return nil
+	})
+	fs.StringVar(&c.Addr, "addr", c.Addr, "IP address to listen on (default 0.0.0.0)")
+	fs.IntVar(&c.Port, "port", c.Port, "TCP port (default $HOTPATH_PORT or 8080; 0 picks one)")
+	fs.IntVar(&c.Backlog, "backlog", c.Backlog, "listen backlog per worker")
+	fs.BoolVar(&c.NoDelay, "nodelay", c.NoDelay, "set TCP_NODELAY")
+	fs.IntVar(&c.BusyPoll, "busy-poll", c.BusyPoll, "SO_BUSY_POLL microseconds per socket (0: off / sysctl default)")
+	fs.IntVar(&c.RecvBuf, "rcvbuf", c.RecvBuf, "SO_RCVBUF bytes (0: kernel autotuning)")
+	fs.IntVar(&c.SendBuf, "sndbuf", c.SendBuf, "SO_SNDBUF bytes (0: kernel autotuning)")
+	fs.IntVar(&c.ReadBufferSize, "read-buffer", c.ReadBufferSize, "per-connection input buffer bytes")
+	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "request line + headers limit (431 beyond)")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "request body limit (413 beyond)")
+	fs.IntVar(&c.MaxConnsPerWorker, "max-conns", c.MaxConnsPerWorker, "connections per worker (503 beyond)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close connections idle this long")
+	fs.DurationVar(&c.HeaderTimeout, "header-timeout", c.HeaderTimeout, "time allowed for a request to arrive in full (408 after)")
+	fs.DurationVar(&c.GracePeriod, "grace", c.GracePeriod, "drain time on SIGTERM/SIGINT")
+	fs.StringVar(&c.ServerName, "server-name", c.ServerName, "Server header value")
+}
+
+func cpuDefault(cpus []int) string {
+	if len(cpus) == 0 {
+		return ""
+	}
+	return " (now " + cpuString(cpus) + ")"
+}
+
+func cpuString(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
+}
+
+// ParseCPUList parses the kernel's CPU list format ("0-3,6,8-9"). The
+// order is kept (it is the listener order); duplicates are an error.
+func ParseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("cpu list %q: bad cpu %q", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
+			}
+		}
+		if b >= 1<<16 {
+			return nil, fmt.Errorf("cpu list %q: cpu %d out of range", s, b)
+		}
+		for c := a; c <= b; c++ {
+			if slices.Contains(cpus, c) {
+				return nil, fmt.Errorf("cpu list %q: cpu %d twice", s, c)
+			}
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+func (c *Config) normalize() {
+	d := DefaultConfig()
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	if c.MaxBodyBytes < 0 {
+		c.MaxBodyBytes = 0
+	}
+	if c.ReadBufferSize <= c.MaxHeaderBytes {
+		c.ReadBufferSize = c.MaxHeaderBytes + 1
+	}
+	if c.MaxConnsPerWorker <= 0 {
+		c.MaxConnsPerWorker = d.MaxConnsPerWorker
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = d.HeaderTimeout
+	}
+	if c.GracePeriod <= 0 {
+		c.GracePeriod = d.GracePeriod
+	}
+	if c.ServerName == "" {
+		c.ServerName = d.ServerName
+	}
+	if c.Log == nil {
+		c.Log = os.Stderr
+	}
+}

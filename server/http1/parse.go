@@ -1,0 +1,643 @@
+// Package http1 parses HTTP/1.x requests in place, without allocating.
+//
+// The parser is deliberately strict: every line must end in CRLF, header
+// names must be tokens, obsolete line folding and whitespace before the colon
+// are rejected, and a request that carries both Content-Length and
+// Transfer-Encoding is refused. Strictness is what keeps a front proxy and
+// this server from disagreeing about where a request ends (request
+// smuggling), and it costs nothing on well-formed input.
+//
+// All slices in a parsed Request point into the caller's buffer and are valid
+// only until that buffer is reused.
+package http1
+
+import (
+	"bytes"
+	"errors"
+)
+
+// MaxHeaders is the number of header fields a request may carry; more is
+// answered with 431. It is a constant so that Request can hold the fields in
+// a fixed array and parsing never allocates.
+const MaxHeaders = 64
+
+// Header is one header field; both slices point into the parsed buffer.
+type Header struct {
+	Name, Value []byte
+}
+
+// Request is a parsed request. It is meant to be reused: Parse resets it.
+type Request struct {
+	Method []byte
+	Target []byte // the raw request-target
+	Path   []byte // Target up to '?' (the path of an absolute-form target)
+	Query  []byte // after '?', without it; nil when absent
+
+	Minor int // HTTP/1.Minor; 0 or 1 (HTTP/1.2+ is served as 1.1)
+
+	Headers    [MaxHeaders]Header
+	NumHeaders int
+
+	Host []byte
+
+	// ContentLength is the declared body length, -1 when the request had no
+	// Content-Length header.
+	ContentLength int64
+	// Chunked is true for a "Transfer-Encoding: chunked" body; Body then
+	// holds the decoded data (decoded in place in the parsed buffer).
+	Chunked bool
+	Body    []byte
+
+	// HeaderLen is the length of the request line and header block,
+	// including the empty line. It is set once the header block is complete,
+	// also when Parse returns ErrIncomplete while waiting for the body, so
+	// that the caller can size its buffer to HeaderLen+ContentLength.
+	HeaderLen int
+
+	// KeepAlive reports whether the connection may carry another request
+	// after this one: HTTP/1.1 without "Connection: close", or HTTP/1.0 with
+	// "Connection: keep-alive".
+	KeepAlive bool
+	// KeepAliveToken is true when the client sent "Connection: keep-alive";
+	// an HTTP/1.0 client then expects the same header in the response.
+	KeepAliveToken bool
+	// Expect100 is true for "Expect: 100-continue".
+	Expect100 bool
+}
+
+// Header returns the value of the first header named name (ASCII
+// case-insensitive), or nil.
+func (r *Request) Header(name string) []byte {
+	for i := 0; i < r.NumHeaders; i++ {
+		if equalFoldAny(r.Headers[i].Name, name) {
+			return r.Headers[i].Value
+		}
+	}
+	return nil
+}
+
+// Limits bounds what a request may occupy.
+type Limits struct {
+	// MaxHeaderBytes bounds the request line plus header block (431).
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds Content-Length (413).
+	MaxBodyBytes int64
+}
+
+// MaxRequestBytes is the most bytes one acceptable request can occupy:
+// the header block, and a body within MaxBodyBytes in chunked encoding
+// (whose framing may add up to MaxBodyBytes+4096 bytes) or Content-Length.
+// A buffer of this size never stalls a request Parse would accept.
+func (l Limits) MaxRequestBytes() int {
+	return l.MaxHeaderBytes + int(maxChunkedEncoding(l.MaxBodyBytes)) + maxLine + 2
+}
+
+// maxLine bounds a chunk-size or trailer line.
+const maxLine = 4096
+
+func maxChunkedEncoding(maxBody int64) int64 { return 2*maxBody + maxLine }
+
+// Error is a request the server must refuse; Status is the response status.
+// After any Error the connection must be closed: the server cannot know
+// where the next request would begin.
+type Error struct {
+	Status int
+	Reason string
+}
+
+func (e *Error) Error() string { return e.Reason }
+
+// ErrIncomplete means the buffer does not yet hold a whole request.
+var ErrIncomplete = errors.New("http1: incomplete request")
+
+// The errors Parse returns. They are preallocated so that rejecting a
+// request does not allocate either.
+var (
+	ErrRequestLine      = &Error{400, "malformed request line"}
+	ErrMethod           = &Error{400, "malformed method"}
+	ErrTarget           = &Error{400, "malformed request target"}
+	ErrVersion          = &Error{400, "malformed HTTP version"}
+	ErrVersionSupported = &Error{505, "HTTP version not supported"}
+	ErrLineEnding       = &Error{400, "line not terminated by CRLF"}
+	ErrHeaderName       = &Error{400, "malformed header name"}
+	ErrHeaderValue      = &Error{400, "malformed header value"}
+	ErrObsFold          = &Error{400, "obsolete header line folding"}
+	ErrHeaderTooLarge   = &Error{431, "request line or header fields too large"}
+	ErrTooManyHeaders   = &Error{431, "too many header fields"}
+	ErrContentLength    = &Error{400, "malformed Content-Length"}
+	ErrCLAndTE          = &Error{400, "both Content-Length and Transfer-Encoding"}
+	ErrTransferEncoding = &Error{400, "malformed Transfer-Encoding"}
+	ErrTransferCoding   = &Error{501, "transfer coding not supported (only chunked)"}
+	ErrChunkSize        = &Error{400, "malformed chunk size"}
+	ErrChunkData        = &Error{400, "chunk data not terminated by CRLF"}
+	ErrTrailer          = &Error{400, "malformed trailer field"}
+	ErrChunkedHTTP10    = &Error{400, "Transfer-Encoding in an HTTP/1.0 request"}
+	ErrBodyTooLarge     = &Error{413, "request body too large"}
+	ErrMissingHost      = &Error{400, "missing Host header"}
+	ErrDuplicateHost    = &Error{400, "duplicate Host header"}
+)
+
+// Parse parses one request at the start of b into r and returns the number
+// of bytes it occupies (header block plus body). It returns ErrIncomplete
+// when b holds only a prefix of a valid request, and an *Error when b cannot
+// start a valid request within lim.
+func Parse(b []byte, r *Request, lim Limits) (int, error) {
+	r.NumHeaders = 0
+	r.Host = nil
+	r.ContentLength = -1
+	r.Chunked = false
+	r.Body = nil
+	r.HeaderLen = 0
+	r.KeepAliveToken = false
+	r.Expect100 = false
+
+	// RFC 9112 2.2: a server SHOULD ignore empty lines before the request
+	// line (some clients send CRLF after a POST body).
+	start := 0
+	for start+1 < len(b) && b[start] == '\r' && b[start+1] == '\n' {
+		start += 2
+	}
+	maxEnd := start + lim.MaxHeaderBytes
+
+	// Request line.
+	le := bytes.IndexByte(b[start:], '\n')
+	if le < 0 {
+		if len(b)-start >= lim.MaxHeaderBytes {
+			return 0, ErrHeaderTooLarge
+		}
+		if err := validPrefix(b[start:]); err != nil {
+			return 0, err
+		}
+		return 0, ErrIncomplete
+	}
+	le += start
+	if le+1 > maxEnd {
+		return 0, ErrHeaderTooLarge
+	}
+	if err := r.parseRequestLine(b[start:le]); err != nil {
+		return 0, err
+	}
+
+	// Header fields.
+	p := le + 1
+	closeToken := false
+	var te []byte
+	for {
+		le := bytes.IndexByte(b[p:], '\n')
+		if le < 0 {
+			if len(b) >= maxEnd {
+				return 0, ErrHeaderTooLarge
+			}
+			return 0, ErrIncomplete
+		}
+		le += p
+		if le+1 > maxEnd {
+			return 0, ErrHeaderTooLarge
+		}
+		line := b[p:le]
+		p = le + 1
+		if len(line) == 0 || line[len(line)-1] != '\r' {
+			return 0, ErrLineEnding
+		}
+		line = line[:len(line)-1]
+		if len(line) == 0 {
+			break // end of header block
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return 0, ErrObsFold
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return 0, ErrHeaderName
+		}
+		name := line[:colon]
+		for _, c := range name {
+			if !isTchar(c) {
+				return 0, ErrHeaderName
+			}
+		}
+		value := trimOWS(line[colon+1:])
+		for _, c := range value {
+			if (c < ' ' && c != '\t') || c == 0x7f {
+				return 0, ErrHeaderValue
+			}
+		}
+		if r.NumHeaders == MaxHeaders {
+			return 0, ErrTooManyHeaders
+		}
+		r.Headers[r.NumHeaders] = Header{Name: name, Value: value}
+		r.NumHeaders++
+
+		switch len(name) {
+		case 4:
+			if equalFold(name, "host") {
+				if r.Host != nil {
+					return 0, ErrDuplicateHost
+				}
+				r.Host = value
+			}
+		case 6:
+			if equalFold(name, "expect") && equalFold(value, "100-continue") {
+				r.Expect100 = true
+			}
+		case 10:
+			if equalFold(name, "connection") {
+				c, k := connectionTokens(value)
+				closeToken = closeToken || c
+				r.KeepAliveToken = r.KeepAliveToken || k
+			}
+		case 14:
+			if equalFold(name, "content-length") {
+				n, ok := parseContentLength(value)
+				if !ok || (r.ContentLength >= 0 && r.ContentLength != n) {
+					return 0, ErrContentLength
+				}
+				r.ContentLength = n
+			}
+		case 17:
+			if equalFold(name, "transfer-encoding") {
+				if len(value) == 0 {
+					return 0, ErrTransferEncoding
+				}
+				te = value // the final coding is what matters; see below
+			}
+		}
+	}
+	r.HeaderLen = p
+
+	if r.Minor == 1 && r.Host == nil {
+		return 0, ErrMissingHost
+	}
+	r.KeepAlive = !closeToken && (r.Minor == 1 || r.KeepAliveToken)
+	if te != nil {
+		if r.ContentLength >= 0 {
+			return 0, ErrCLAndTE
+		}
+		// RFC 9112 6.3: chunked must be the final coding, else the length
+		// cannot be determined (400). Codings under it (gzip, ...) we do
+		// not decode (501). HTTP/1.0 has no Transfer-Encoding.
+		if !finalCodingChunked(te) {
+			return 0, ErrTransferEncoding
+		}
+		if !equalFold(trimOWS(te), "chunked") {
+			return 0, ErrTransferCoding
+		}
+		if r.Minor == 0 {
+			return 0, ErrChunkedHTTP10
+		}
+		r.Chunked = true
+		// Validate and measure first, decode only once the whole body is
+		// there: an incomplete body leaves the buffer untouched for the
+		// next attempt.
+		if _, _, err := chunked(b[p:], lim.MaxBodyBytes, false); err != nil {
+			return 0, err
+		}
+		bodyLen, end, _ := chunked(b[p:], lim.MaxBodyBytes, true)
+		r.Body = b[p : p+bodyLen]
+		return p + end, nil
+	}
+
+	n := p
+	if r.ContentLength > 0 {
+		if r.ContentLength > lim.MaxBodyBytes {
+			return 0, ErrBodyTooLarge
+		}
+		if int64(len(b)-p) < r.ContentLength {
+			return 0, ErrIncomplete
+		}
+		n = p + int(r.ContentLength)
+		r.Body = b[p:n]
+	}
+	return n, nil
+}
+
+func (r *Request) parseRequestLine(line []byte) error {
+	if len(line) == 0 || line[len(line)-1] != '\r' {
+		return ErrLineEnding
+	}
+	line = line[:len(line)-1]
+	sp := bytes.IndexByte(line, ' ')
+	if sp <= 0 {
+		if sp == 0 {
+			return ErrMethod
+		}
+		return ErrRequestLine
+	}
+	r.Method = line[:sp]
+	for _, c := range r.Method {
+		if !isTchar(c) {
+			return ErrMethod
+		}
+	}
+	rest := line[sp+1:]
+	sp = bytes.IndexByte(rest, ' ')
+	if sp <= 0 {
+		return ErrRequestLine
+	}
+	r.Target = rest[:sp]
+	for _, c := range r.Target {
+		if c <= ' ' || c == 0x7f {
+			return ErrTarget
+		}
+	}
+	if err := r.splitTarget(); err != nil {
+		return err
+	}
+	v := rest[sp+1:]
+	if len(v) != 8 || string(v[:5]) != "HTTP/" || v[6] != '.' || !isDigit(v[5]) || !isDigit(v[7]) {
+		return ErrVersion
+	}
+	if v[5] != '1' {
+		return ErrVersionSupported
+	}
+	if v[7] == '0' {
+		r.Minor = 0
+	} else {
+		r.Minor = 1 // RFC 9110 6.2: answer 1.x (x>1) as the highest we speak
+	}
+	return nil
+}
+
+// splitTarget accepts origin-form (/path?query), asterisk-form (*) and
+// absolute-form (http://host/path?query), the forms a server must accept
+// (RFC 9112 3.2); authority-form is only for CONNECT, which we do not proxy.
+func (r *Request) splitTarget() error {
+	t := r.Target
+	switch {
+	case t[0] == '/':
+	case len(t) == 1 && t[0] == '*':
+		r.Path, r.Query = t, nil
+		return nil
+	case hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://"):
+		rest := t[bytes.IndexByte(t, ':')+3:]
+		slash := bytes.IndexByte(rest, '/')
+		if slash < 0 {
+			r.Path, r.Query = rootPath, nil
+			if q := bytes.IndexByte(rest, '?'); q >= 0 {
+				r.Query = rest[q+1:]
+			}
+			return nil
+		}
+		t = rest[slash:]
+	default:
+		return ErrTarget
+	}
+	if q := bytes.IndexByte(t, '?'); q >= 0 {
+		r.Path, r.Query = t[:q], t[q+1:]
+	} else {
+		r.Path, r.Query = t, nil
+	}
+	return nil
+}
+
+var rootPath = []byte("/")
+
+// validPrefix rejects a partial request line early when what has arrived can
+// already never become valid, so a garbage stream is refused at once instead
+// of after MaxHeaderBytes.
+func validPrefix(b []byte) error {
+	if len(b) == 1 && b[0] == '\r' {
+		return nil // perhaps the first half of an empty line
+	}
+	for i, c := range b {
+		if c == ' ' {
+			if i == 0 {
+				return ErrMethod
+			}
+			return nil
+		}
+		if !isTchar(c) {
+			return ErrMethod
+		}
+	}
+	return nil
+}
+
+// chunked parses a chunked body at the start of b (RFC 9112 7.1) and
+// returns the decoded length and the bytes the encoding occupies, trailer
+// section included. With decode it also moves the chunk data to the start
+// of b, over the framing already read (the data never overtakes the read
+// position, so the copy is safe in place). Extensions and trailer fields
+// are checked for syntax and otherwise ignored.
+func chunked(b []byte, maxBody int64, decode bool) (bodyLen, end int, err error) {
+	// The framing of tiny chunks can outweigh the data; bound the encoded
+	// size too, so that a client cannot make the buffer grow without end.
+	maxEncoded := maxChunkedEncoding(maxBody)
+	p, w := 0, 0
+	for {
+		if int64(p) > maxEncoded {
+			return 0, 0, ErrBodyTooLarge
+		}
+		le := bytes.IndexByte(b[p:], '\n')
+		if le < 0 {
+			if len(b)-p > maxLine {
+				return 0, 0, ErrChunkSize // no chunk-size line is that long
+			}
+			return 0, 0, ErrIncomplete
+		}
+		line := b[p : p+le]
+		if len(line) == 0 || line[len(line)-1] != '\r' {
+			return 0, 0, ErrLineEnding
+		}
+		line = line[:len(line)-1]
+		var size int64
+		i := 0
+		for ; i < len(line); i++ {
+			v := unhex(line[i])
+			if v < 0 {
+				break
+			}
+			if i == 15 {
+				return 0, 0, ErrChunkSize
+			}
+			size = size<<4 | int64(v)
+		}
+		if i == 0 {
+			return 0, 0, ErrChunkSize
+		}
+		if ext := trimOWS(line[i:]); len(ext) > 0 {
+			if ext[0] != ';' {
+				return 0, 0, ErrChunkSize
+			}
+			for _, c := range ext {
+				if (c < ' ' && c != '\t') || c == 0x7f {
+					return 0, 0, ErrChunkSize
+				}
+			}
+		}
+		p += le + 1
+		if size == 0 {
+			break
+		}
+		if int64(bodyLen)+size > maxBody {
+			return 0, 0, ErrBodyTooLarge
+		}
+		n := int(size)
+		if int64(p+n+2) > maxEncoded {
+			return 0, 0, ErrBodyTooLarge
+		}
+		if len(b)-p < n+2 {
+			return 0, 0, ErrIncomplete
+		}
+		if b[p+n] != '\r' || b[p+n+1] != '\n' {
+			return 0, 0, ErrChunkData
+		}
+		if decode {
+			copy(b[w:], b[p:p+n])
+			w += n
+		}
+		bodyLen += n
+		p += n + 2
+	}
+	// Trailer section: field lines up to an empty line.
+	for {
+		if int64(p) > maxEncoded {
+			return 0, 0, ErrBodyTooLarge
+		}
+		le := bytes.IndexByte(b[p:], '\n')
+		if le < 0 {
+			if len(b)-p > maxLine {
+				return 0, 0, ErrTrailer
+			}
+			return 0, 0, ErrIncomplete
+		}
+		line := b[p : p+le]
+		p += le + 1
+		if len(line) == 0 || line[len(line)-1] != '\r' {
+			return 0, 0, ErrLineEnding
+		}
+		line = line[:len(line)-1]
+		if len(line) == 0 {
+			return bodyLen, p, nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return 0, 0, ErrTrailer
+		}
+		for _, c := range line[:colon] {
+			if !isTchar(c) {
+				return 0, 0, ErrTrailer
+			}
+		}
+	}
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c - 'a' + 10)
+	case 'A' <= c && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
+}
+
+func parseContentLength(v []byte) (int64, bool) {
+	// 18 digits cannot overflow int64.
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if !isDigit(c) {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// connectionTokens scans a Connection header's comma-separated tokens.
+func connectionTokens(v []byte) (closeTok, keepAlive bool) {
+	for len(v) > 0 {
+		var tok []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			tok, v = v[:i], v[i+1:]
+		} else {
+			tok, v = v, nil
+		}
+		tok = trimOWS(tok)
+		switch {
+		case equalFold(tok, "close"):
+			closeTok = true
+		case equalFold(tok, "keep-alive"):
+			keepAlive = true
+		}
+	}
+	return closeTok, keepAlive
+}
+
+func finalCodingChunked(v []byte) bool {
+	if i := bytes.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	return equalFold(trimOWS(v), "chunked")
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// tchar is the token alphabet of RFC 9110 5.6.2.
+var tchar = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+func isTchar(c byte) bool { return tchar[c] }
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// equalFold compares b to the lower-case ASCII string s, ignoring case in b.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		if lower(b[i]) != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// equalFoldAny compares ignoring ASCII case on both sides.
+func equalFoldAny(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		if lower(b[i]) != lower(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasPrefixFold(b []byte, s string) bool {
+	return len(b) >= len(s) && equalFold(b[:len(s)], s)
+}

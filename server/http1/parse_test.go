@@ -1,0 +1,213 @@
+package http1
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+var testLimits = Limits{MaxHeaderBytes: 512, MaxBodyBytes: 16}
+
+func TestParseGood(t *testing.T) {
+	tests := []struct {
+		name, in        string
+		n               int // 0 means len(in)
+		method, path, q string
+		minor           int
+		keepAlive       bool
+		body            string
+		host            string
+	}{
+		{name: "minimal", in: "GET / HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "query", in: "GET /json?x=1&y HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", path: "/json", q: "x=1&y", minor: 1, keepAlive: true, host: "a"},
+		{name: "empty query", in: "GET /p? HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", path: "/p", q: "", minor: 1, keepAlive: true, host: "a"},
+		{name: "http10 default close", in: "GET / HTTP/1.0\r\n\r\n", method: "GET", path: "/", minor: 0, keepAlive: false},
+		{name: "http10 keep-alive", in: "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", method: "GET", path: "/", minor: 0, keepAlive: true},
+		{name: "connection close", in: "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: false, host: "a"},
+		{name: "connection list", in: "GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade, CLOSE\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: false, host: "a"},
+		{name: "http12 served as 11", in: "GET / HTTP/1.2\r\nHost: a\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "body", in: "POST /in HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhelloGET", n: 54, method: "POST", path: "/in", minor: 1, keepAlive: true, body: "hello", host: "a"},
+		{name: "duplicate equal CL", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\ncontent-length: 1\r\n\r\nx", method: "POST", path: "/", minor: 1, keepAlive: true, body: "x", host: "a"},
+		{name: "zero CL", in: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", method: "POST", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "leading CRLF", in: "\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "OWS trimmed", in: "GET / HTTP/1.1\r\nHost: \t a \t\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "empty value", in: "GET / HTTP/1.1\r\nHost: a\r\nX-Empty:\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "obs-text value", in: "GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "absolute form", in: "GET http://example.com/x?y HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", path: "/x", q: "y", minor: 1, keepAlive: true, host: "a"},
+		{name: "absolute form no path", in: "GET http://example.com HTTP/1.1\r\nHost: a\r\n\r\n", method: "GET", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "asterisk", in: "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", method: "OPTIONS", path: "*", minor: 1, keepAlive: true, host: "a"},
+		{name: "chunked", in: "POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\nA\r\n, world!!!\r\n0\r\nX-Trailer: t\r\n\r\n", method: "POST", path: "/up", minor: 1, keepAlive: true, body: "hello, world!!!", host: "a"},
+		{name: "chunked empty then next", in: "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n0\r\n\r\nGET", n: 61, method: "POST", path: "/", minor: 1, keepAlive: true, host: "a"},
+		{name: "pipelined first only", in: "GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n", n: 28, method: "GET", path: "/a", minor: 1, keepAlive: true, host: "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Request
+			n, err := Parse([]byte(tt.in), &r, testLimits)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			want := tt.n
+			if want == 0 {
+				want = len(tt.in)
+			}
+			if n != want {
+				t.Errorf("n = %d, want %d", n, want)
+			}
+			if string(r.Method) != tt.method || string(r.Path) != tt.path || string(r.Query) != tt.q {
+				t.Errorf("method/path/query = %q %q %q, want %q %q %q", r.Method, r.Path, r.Query, tt.method, tt.path, tt.q)
+			}
+			if r.Minor != tt.minor || r.KeepAlive != tt.keepAlive {
+				t.Errorf("minor/keepalive = %d/%v, want %d/%v", r.Minor, r.KeepAlive, tt.minor, tt.keepAlive)
+			}
+			if string(r.Body) != tt.body || string(r.Host) != tt.host {
+				t.Errorf("body/host = %q/%q, want %q/%q", r.Body, r.Host, tt.body, tt.host)
+			}
+		})
+	}
+}
+
+func TestParseHeaderLookup(t *testing.T) {
+	var r Request
+	in := "GET / HTTP/1.1\r\nHost: a\r\nX-Trace-Id: 42\r\n\r\n"
+	if _, err := Parse([]byte(in), &r, testLimits); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Header("x-trace-ID"); string(got) != "42" {
+		t.Errorf("Header = %q, want 42", got)
+	}
+	if got := r.Header("missing"); got != nil {
+		t.Errorf("Header(missing) = %q, want nil", got)
+	}
+}
+
+// TestParseBad covers every class of bad input and the status it maps to.
+func TestParseBad(t *testing.T) {
+	long := strings.Repeat("a", 600)
+	many := strings.Repeat("X:\r\n", MaxHeaders+1)
+	tests := []struct {
+		name, in string
+		want     *Error
+	}{
+		{"garbage", "\x00\x01\x02 / HTTP/1.1\r\n\r\n", ErrMethod},
+		{"garbage partial", "\x16\x03\x01", ErrMethod},
+		{"leading space", " GET / HTTP/1.1\r\n\r\n", ErrMethod},
+		{"no target", "GET\r\n\r\n", ErrRequestLine},
+		{"double space", "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", ErrRequestLine},
+		{"no version", "GET /\r\n\r\n", ErrRequestLine},
+		{"bare LF request line", "GET / HTTP/1.1\nHost: a\r\n\r\n", ErrLineEnding},
+		{"bad target", "GET x HTTP/1.1\r\nHost: a\r\n\r\n", ErrTarget},
+		{"ctl in target", "GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n", ErrTarget},
+		{"lower http", "GET / http/1.1\r\nHost: a\r\n\r\n", ErrVersion},
+		{"version trailing", "GET / HTTP/1.1 x\r\nHost: a\r\n\r\n", ErrVersion},
+		{"version junk", "GET / HTTP/1.x\r\nHost: a\r\n\r\n", ErrVersion},
+		{"http2", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", ErrVersionSupported},
+		{"http09", "GET / HTTP/0.9\r\n\r\n", ErrVersionSupported},
+		{"bare LF header", "GET / HTTP/1.1\r\nHost: a\n\r\n", ErrLineEnding},
+		{"obs fold", "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", ErrObsFold},
+		{"space before colon", "GET / HTTP/1.1\r\nHost : a\r\n\r\n", ErrHeaderName},
+		{"no colon", "GET / HTTP/1.1\r\nHost a\r\n\r\n", ErrHeaderName},
+		{"empty name", "GET / HTTP/1.1\r\n: a\r\n\r\n", ErrHeaderName},
+		{"ctl in value", "GET / HTTP/1.1\r\nHost: a\x01b\r\n\r\n", ErrHeaderValue},
+		{"nul in value", "GET / HTTP/1.1\r\nHost: a\x00\r\n\r\n", ErrHeaderValue},
+		{"request line too long", "GET /" + long + " HTTP/1.1\r\n\r\n", ErrHeaderTooLarge},
+		{"request line too long partial", "GET /" + long, ErrHeaderTooLarge},
+		{"headers too large", "GET / HTTP/1.1\r\nHost: a\r\nX: " + long + "\r\n\r\n", ErrHeaderTooLarge},
+		{"headers too large partial", "GET / HTTP/1.1\r\nHost: a\r\nX: " + long, ErrHeaderTooLarge},
+		{"too many headers", "GET / HTTP/1.1\r\nHost: a\r\n" + many + "\r\n", ErrTooManyHeaders},
+		{"CL not a number", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n", ErrContentLength},
+		{"CL negative", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", ErrContentLength},
+		{"CL plus", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\n", ErrContentLength},
+		{"CL list", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1, 1\r\n\r\n", ErrContentLength},
+		{"CL empty", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n\r\n", ErrContentLength},
+		{"CL overflow", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n", ErrContentLength},
+		{"CL conflicting", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", ErrContentLength},
+		{"CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", ErrCLAndTE},
+		{"TE and CL", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", ErrCLAndTE},
+		{"gzip, chunked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", ErrTransferCoding},
+		{"chunked in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", ErrChunkedHTTP10},
+		{"chunk size not hex", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", ErrChunkSize},
+		{"chunk size empty", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", ErrChunkSize},
+		{"chunk size overflow", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000000\r\n", ErrChunkSize},
+		{"chunk size junk", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1 x\r\n", ErrChunkSize},
+		{"chunk ext ctl", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1;a\x01\r\n", ErrChunkSize},
+		{"chunk size bare LF", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\nx\r\n", ErrLineEnding},
+		{"chunk data unterminated", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nxy\r\n", ErrChunkData},
+		{"chunked too large", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n1\r\n", ErrBodyTooLarge},
+		{"chunked framing too large", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" + strings.Repeat("1;"+strings.Repeat("e", 1000)+"\r\nx\r\n", 6), ErrBodyTooLarge},
+		{"bad trailer", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nno colon\r\n\r\n", ErrTrailer},
+		{"TE not chunked last", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", ErrTransferEncoding},
+		{"TE empty", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n\r\n", ErrTransferEncoding},
+		{"body too large", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n", ErrBodyTooLarge},
+		{"missing host", "GET / HTTP/1.1\r\n\r\n", ErrMissingHost},
+		{"duplicate host", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", ErrDuplicateHost},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Request
+			_, err := Parse([]byte(tt.in), &r, testLimits)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse(%q) = %v, want %v", tt.in, err, tt.want)
+			}
+			if e != tt.want {
+				t.Errorf("Parse(%q) = %v (%d), want %v (%d)", tt.in, e, e.Status, tt.want, tt.want.Status)
+			}
+		})
+	}
+}
+
+// TestParseIncomplete checks that every strict prefix of a valid request is
+// incomplete, never an error: that is what makes byte-at-a-time input work.
+func TestParseIncomplete(t *testing.T) {
+	in := "\r\nPOST /p?q HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
+	for i := range len(in) {
+		var r Request
+		n, err := Parse([]byte(in[:i]), &r, testLimits)
+		if err != ErrIncomplete || n != 0 {
+			t.Fatalf("Parse(%q) = %d, %v; want 0, ErrIncomplete", in[:i], n, err)
+		}
+	}
+	var r Request
+	if n, err := Parse([]byte(in), &r, testLimits); err != nil || n != len(in) {
+		t.Fatalf("Parse(full) = %d, %v", n, err)
+	}
+	ch := "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: 1\r\n\r\n"
+	for i := range len(ch) {
+		buf := []byte(ch[:i])
+		if n, err := Parse(buf, &r, testLimits); err != ErrIncomplete || n != 0 || string(buf) != ch[:i] {
+			t.Fatalf("chunked prefix %q = %d, %v (buffer now %q)", ch[:i], n, err, buf)
+		}
+	}
+	// HeaderLen is known while the body is still missing.
+	hdr := strings.Index(in, "\r\n\r\n") + 4
+	if _, err := Parse([]byte(in[:hdr]), &r, testLimits); err != ErrIncomplete || r.HeaderLen != hdr || r.ContentLength != 4 {
+		t.Fatalf("header-only: err=%v HeaderLen=%d CL=%d, want %d, 4", err, r.HeaderLen, r.ContentLength, hdr)
+	}
+}
+
+func TestParseAllocs(t *testing.T) {
+	in := []byte("GET /json HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: wrk\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n")
+	var r Request
+	lim := Limits{MaxHeaderBytes: 8192, MaxBodyBytes: 1 << 20}
+	if a := testing.AllocsPerRun(1000, func() {
+		if _, err := Parse(in, &r, lim); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("Parse allocates %v times per request, want 0", a)
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	in := []byte("GET /json HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n")
+	var r Request
+	lim := Limits{MaxHeaderBytes: 8192, MaxBodyBytes: 1 << 20}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if _, err := Parse(in, &r, lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

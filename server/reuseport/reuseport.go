@@ -1,0 +1,178 @@
+// Package reuseport creates a SO_REUSEPORT group of TCP listeners, one per
+// CPU, and steers each new connection to the listener of the CPU that
+// received it.
+//
+// The kernel hashes a new connection onto one socket of the group unless a
+// classic BPF program attached with SO_ATTACH_REUSEPORT_CBPF picks the
+// socket index. Our program returns the index of the receiving CPU, so with
+// NIC queue i's interrupt on CPU i (the init arranges that) a connection is
+// accepted and served on the CPU that took its packets: no cross-CPU cache
+// traffic for the socket. Socket indices are the order in which sockets
+// joined the group, which is why Listen creates them strictly in CPU order.
+package reuseport
+
+import (
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// Classic BPF ancillary-data offsets from linux/filter.h, not exported by
+// x/sys/unix: loading from SKF_AD_OFF+SKF_AD_CPU yields the CPU that is
+// running the program, which for an incoming SYN is the receiving CPU.
+const (
+	skfAdOff = -0x1000
+	skfAdCPU = 36
+)
+
+// Options are the socket options of every listener in the group.
+type Options struct {
+	Addr    netip.Addr // IPv4 or IPv6 address to bind; the zero Addr means 0.0.0.0
+	Port    int        // 0 picks a free port (the same for every socket)
+	Backlog int        // listen(2) backlog, capped by net.core.somaxconn
+	// RecvBuf and SendBuf set SO_RCVBUF/SO_SNDBUF on the listeners; accepted
+	// sockets inherit them. 0 keeps the kernel's autotuning.
+	RecvBuf, SendBuf int
+	// BusyPoll sets SO_BUSY_POLL (microseconds) on the listeners, inherited
+	// by accepted sockets; 0 leaves the net.core.busy_read default.
+	BusyPoll int
+	// NoDelay sets TCP_NODELAY on the listeners (inherited on Linux).
+	NoDelay bool
+}
+
+// Listen creates one non-blocking listening socket per entry of cpus, in
+// order, all bound to the same address and port, and attaches the CPU
+// steering program. fds[i] belongs to cpus[i]. On error every socket
+// created so far is closed.
+func Listen(cpus []int, o Options) (fds []int, port int, err error) {
+	if len(cpus) == 0 {
+		return nil, 0, fmt.Errorf("reuseport: no CPUs")
+	}
+	defer func() {
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			fds = nil
+		}
+	}()
+	port = o.Port
+	for i, cpu := range cpus {
+		fd, err := listenOne(o, port)
+		if err != nil {
+			return fds, 0, fmt.Errorf("reuseport: listener %d (cpu %d): %w", i, cpu, err)
+		}
+		fds = append(fds, fd)
+		if port == 0 {
+			sa, err := unix.Getsockname(fd)
+			if err != nil {
+				return fds, 0, fmt.Errorf("reuseport: getsockname: %w", err)
+			}
+			switch sa := sa.(type) {
+			case *unix.SockaddrInet4:
+				port = sa.Port
+			case *unix.SockaddrInet6:
+				port = sa.Port
+			}
+		}
+	}
+	// Attaching to any member sets the program of the whole group.
+	prog := CPUProgram(cpus)
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.SetsockoptSockFprog(fds[0], unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fprog); err != nil {
+		return fds, 0, fmt.Errorf("reuseport: attach CPU steering program: %w", err)
+	}
+	return fds, port, nil
+}
+
+func listenOne(o Options, port int) (fd int, err error) {
+	addr := o.Addr
+	if !addr.IsValid() {
+		addr = netip.IPv4Unspecified()
+	}
+	family := unix.AF_INET
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: port, Addr: addr.As4()}
+	if addr.Is6() && !addr.Is4In6() {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: port, Addr: addr.As16()}
+	}
+	fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
+	opts := []struct {
+		name       string
+		level, opt int
+		val        int
+		skip       bool
+	}{
+		{"SO_REUSEADDR", unix.SOL_SOCKET, unix.SO_REUSEADDR, 1, false},
+		{"SO_REUSEPORT", unix.SOL_SOCKET, unix.SO_REUSEPORT, 1, false},
+		{"TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1, !o.NoDelay},
+		{"SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, o.RecvBuf, o.RecvBuf <= 0},
+		{"SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, o.SendBuf, o.SendBuf <= 0},
+		{"SO_BUSY_POLL", unix.SOL_SOCKET, unix.SO_BUSY_POLL, o.BusyPoll, o.BusyPoll <= 0},
+	}
+	for _, so := range opts {
+		if so.skip {
+			continue
+		}
+		if err := unix.SetsockoptInt(fd, so.level, so.opt, so.val); err != nil {
+			return -1, fmt.Errorf("setsockopt %s=%d: %w", so.name, so.val, err)
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return -1, fmt.Errorf("bind %s: %w", netip.AddrPortFrom(addr, uint16(port)), err)
+	}
+	backlog := o.Backlog
+	if backlog <= 0 {
+		backlog = unix.SOMAXCONN
+	}
+	// listen(2) is what adds the socket to the reuseport group, so the
+	// order of these calls is the order of socket indices.
+	if err := unix.Listen(fd, backlog); err != nil {
+		return -1, fmt.Errorf("listen: %w", err)
+	}
+	return fd, nil
+}
+
+// CPUProgram returns the classic BPF program that maps the receiving CPU to
+// the index of its socket in a group created for cpus.
+//
+// When cpus[i]%len(cpus) == i for every i (0-3, or 4-7 of 8), the index is
+// simply cpu mod N: three instructions. For any other list (0,2 or 3,5,9)
+// the program compares the CPU with each listed one and returns its index,
+// falling back to cpu mod N for a CPU outside the list (an interrupt routed
+// elsewhere still lands on some worker).
+func CPUProgram(cpus []int) []unix.SockFilter {
+	n := uint32(len(cpus))
+	off := int32(skfAdOff + skfAdCPU)
+	ld := unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: uint32(off)}
+	tail := []unix.SockFilter{
+		{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: n},
+		{Code: unix.BPF_RET | unix.BPF_A},
+	}
+	identity := true
+	for i, c := range cpus {
+		if uint32(c)%n != uint32(i) {
+			identity = false
+		}
+	}
+	prog := []unix.SockFilter{ld}
+	if !identity {
+		// Each test: if A == cpus[i] fall through to "ret #i", else skip it.
+		for i, c := range cpus {
+			prog = append(prog,
+				unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: uint32(c), Jt: 0, Jf: 1},
+				unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: uint32(i)},
+			)
+		}
+	}
+	return append(prog, tail...)
+}

@@ -1,0 +1,355 @@
+// Package server is a library for HTTP/1.1 JSON workloads that run one
+// pinned worker per CPU.
+//
+// Each worker is an OS thread locked to its goroutine and pinned to one CPU
+// with sched_setaffinity. It owns a listening socket in a SO_REUSEPORT group
+// whose classic BPF program steers every new connection to the worker of
+// the CPU that received it (package reuseport), and runs its own epoll loop
+// on raw system calls: accept4, recv, send, epoll_wait. There is no Go
+// netpoller, no goroutine per connection, no lock or shared cache line
+// between workers, and no allocation per request: requests are parsed in
+// place (package http1), responses are appended into the worker's output
+// buffer (JSON through package jsonenc), and every response produced from
+// one recv goes out in one send.
+//
+// Handlers run on the worker's thread and must not block: a blocked handler
+// stalls every connection of its CPU. That is the trade this design makes
+// for locality; work that blocks belongs in another process.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotpath-dev/hotpath/server/reuseport"
+)
+
+// Handler serves one request. It runs on the worker's pinned thread; the
+// Ctx and every slice it returns are valid only until the handler returns.
+type Handler func(*Ctx)
+
+type route struct {
+	methods  []string
+	handlers []Handler
+	any      Handler // registered for every method
+	allow    string  // the Allow header for 405
+}
+
+func (r *route) lookup(method []byte) Handler {
+	for i, m := range r.methods {
+		if string(method) == m {
+			return r.handlers[i]
+		}
+	}
+	if r.any != nil {
+		return r.any
+	}
+	if string(method) == "HEAD" {
+		// A GET handler answers HEAD; the body is dropped, its length kept.
+		for i, m := range r.methods {
+			if m == "GET" {
+				return r.handlers[i]
+			}
+		}
+	}
+	return nil
+}
+
+// Server is a set of pinned workers serving the registered handlers.
+type Server struct {
+	cfg          Config
+	routes       map[string]*route
+	serverHeader string // "Server: name\r\n"
+
+	cpus    []int
+	port    int
+	workers []*worker
+	wg      sync.WaitGroup
+	done    chan struct{} // closed when every worker has returned
+	ready   chan struct{} // closed when Start has succeeded
+
+	wakeMu     sync.Mutex // orders wake-ups before the eventfds are closed
+	wakeClosed bool
+
+	started  atomic.Bool
+	draining atomic.Bool
+	forced   atomic.Bool
+	errMu    sync.Mutex
+	err      error // the first worker failure
+}
+
+// New returns a Server for cfg; register handlers, then Start.
+func New(cfg Config) *Server {
+	cfg.normalize()
+	s := &Server{cfg: cfg, routes: make(map[string]*route), done: make(chan struct{}), ready: make(chan struct{})}
+	s.serverHeader = "Server: " + cfg.ServerName + "\r\n"
+	return s
+}
+
+// Handle registers h for requests with the given method and exact path.
+// method "" matches every method. A GET handler also answers HEAD unless a
+// HEAD handler is registered. A path with handlers for other methods only
+// is answered 405 with an Allow header; an unknown path 404. Handle must
+// not be called after Start.
+func (s *Server) Handle(method, path string, h Handler) {
+	if s.started.Load() {
+		panic("server: Handle after Start")
+	}
+	r := s.routes[path]
+	if r == nil {
+		r = &route{}
+		s.routes[path] = r
+	}
+	if method == "" {
+		r.any = h
+	} else {
+		r.methods = append(r.methods, method)
+		r.handlers = append(r.handlers, h)
+	}
+	allow := append([]string(nil), r.methods...)
+	if r.lookup([]byte("HEAD")) != nil && !containsString(allow, "HEAD") {
+		allow = append(allow, "HEAD")
+	}
+	r.allow = strings.Join(allow, ", ")
+}
+
+func containsString(l []string, s string) bool {
+	for _, v := range l {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Port returns the port the workers listen on (useful with Config.Port 0).
+func (s *Server) Port() int { return s.port }
+
+// CPUs returns the worker CPUs in listener order.
+func (s *Server) CPUs() []int { return s.cpus }
+
+// Requests returns the number of requests answered so far. The counters
+// are per worker and updated once per batch, so it may lag by one batch.
+func (s *Server) Requests() uint64 {
+	var n uint64
+	for _, w := range s.workers {
+		n += w.requests.Load()
+	}
+	return n
+}
+
+// Start creates the listeners in CPU order, starts one pinned worker per
+// CPU and returns once every worker is in its loop. It writes the ready
+// line to Config.Log.
+func (s *Server) Start() (err error) {
+	if s.started.Swap(true) {
+		return errors.New("server: already started")
+	}
+	running := false
+	defer func() {
+		if err != nil && !running {
+			close(s.done) // nothing to wait for
+		}
+	}()
+	cpus := s.cfg.CPUs
+	if len(cpus) == 0 {
+		var err error
+		if cpus, err = affinityCPUs(); err != nil {
+			return err
+		}
+	}
+	s.cpus = cpus
+	var addr netip.Addr
+	if s.cfg.Addr != "" {
+		a, err := netip.ParseAddr(s.cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("server: listen address: %w", err)
+		}
+		addr = a
+	}
+	fds, port, err := reuseport.Listen(cpus, reuseport.Options{
+		Addr: addr, Port: s.cfg.Port, Backlog: s.cfg.Backlog,
+		RecvBuf: s.cfg.RecvBuf, SendBuf: s.cfg.SendBuf, BusyPoll: s.cfg.BusyPoll, NoDelay: s.cfg.NoDelay,
+	})
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.port = port
+
+	ready := make(chan error, len(cpus))
+	for i, cpu := range cpus {
+		w, err := newWorker(s, i, cpu, fds[i]) // closes fds[i] on error
+		if err != nil {
+			for _, fd := range fds[i+1:] {
+				unix.Close(fd)
+			}
+			for _, w := range s.workers {
+				w.closeFDs()
+				unix.Close(w.evfd)
+			}
+			s.workers = nil
+			return err
+		}
+		s.workers = append(s.workers, w)
+	}
+	running = true
+	s.wg.Add(len(s.workers))
+	for _, w := range s.workers {
+		go w.run(ready)
+	}
+	go func() {
+		s.wg.Wait()
+		s.wakeMu.Lock()
+		for _, w := range s.workers {
+			unix.Close(w.evfd)
+		}
+		s.wakeClosed = true
+		s.wakeMu.Unlock()
+		close(s.done)
+	}()
+	for range s.workers {
+		if err := <-ready; err != nil {
+			s.abort()
+			<-s.done
+			return err
+		}
+	}
+	fmt.Fprintf(s.cfg.Log, "hotpath: ready: %d workers on cpus %s listening on %s\n",
+		len(cpus), cpuString(cpus), netip.AddrPortFrom(addrOrAny(addr), uint16(port)))
+	close(s.ready)
+	return nil
+}
+
+// Ready is closed once Start has succeeded.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+func addrOrAny(a netip.Addr) netip.Addr {
+	if a.IsValid() {
+		return a
+	}
+	return netip.IPv4Unspecified()
+}
+
+// abort stops every worker at once.
+func (s *Server) abort() {
+	s.forced.Store(true)
+	s.draining.Store(true)
+	s.wakeAll()
+}
+
+func (s *Server) wakeAll() {
+	s.wakeMu.Lock()
+	defer s.wakeMu.Unlock()
+	if s.wakeClosed {
+		return
+	}
+	for _, w := range s.workers {
+		w.wake()
+	}
+}
+
+func (s *Server) fail(err error) {
+	s.errMu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.errMu.Unlock()
+	s.abort()
+}
+
+// Done is closed when every worker has stopped.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns the first worker failure, if any.
+func (s *Server) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// Shutdown stops accepting, lets every worker finish the requests it has
+// begun (responses carry "Connection: close"), closes idle connections, and
+// returns when all workers are done. When ctx ends first, the remaining
+// connections are closed at once and ctx's error is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if !s.started.Load() {
+		return nil
+	}
+	s.draining.Store(true)
+	s.wakeAll()
+	select {
+	case <-s.done:
+		return s.Err()
+	case <-ctx.Done():
+		s.abort()
+		<-s.done
+		return ctx.Err()
+	}
+}
+
+// ListenAndServe starts the server, serves until ctx is done (for example
+// by signal.NotifyContext on SIGTERM) and then drains within
+// Config.GracePeriod. A drain cut short by the grace period is reported in
+// the log but is not an error: the process should still exit 0.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	if err := s.Start(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+		return s.Err()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(sctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(s.cfg.Log, "hotpath: grace period %v over, closed remaining connections\n", s.cfg.GracePeriod)
+			return nil
+		}
+		return err
+	}
+	fmt.Fprintf(s.cfg.Log, "hotpath: drained in %v, %d requests served\n", time.Since(start).Round(time.Millisecond), s.Requests())
+	return nil
+}
+
+// affinityCPUs lists the CPUs in the process's affinity mask.
+func affinityCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("server: sched_getaffinity: %w", err)
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) == 0 {
+		return nil, errors.New("server: empty affinity mask")
+	}
+	return cpus, nil
+}
+
+// pinThread locks the calling goroutine to its thread and the thread to cpu.
+// The goroutine never unlocks: when it returns, the runtime ends the
+// thread instead of reusing one whose affinity was narrowed.
+func pinThread(cpu int) error {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("server: pin thread to cpu %d: %w", cpu, err)
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# Benchmark hotpath against its peers on loopback, side by side in one run.
+#
+# Every server is pinned to SERVER_CPU with taskset and the load generator
+# (wrk) to CLIENT_CPU. Each round runs every server in turn (the order
+# rotates per round, so drift and thermal effects spread over all of them),
+# /json plain and pipelined DEPTH deep, DURATION each, CONNS connections;
+# the table shows the median of ROUNDS rounds. Then it counts system calls
+# per request (strace -c -f over a fixed number of requests from
+# tests/peers/fixedload) and heap allocations per request (the Go benchmark
+# of the request path, and the server's own runtime.MemStats over a run).
+#
+# Targets (reported, never asserted): >= 1.25x fasthttp in both columns,
+# >= 1.0x the minimal epoll responder pipelined, 0 allocations and <= 2.1
+# system calls per request.
+#
+# Usage: tests/bench/run.sh      (make bench)
+# Env:   ROUNDS=3 DURATION=5s CONNS=256 DEPTH=16 SERVER_CPU=0 CLIENT_CPU=1
+#        PEERS="hotpath fasthttp nethttp nginx epoll"
+#        KEEP=1 keeps the work directory (wrk output, strace summaries, logs)
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5s}
+CONNS=${CONNS:-256}
+DEPTH=${DEPTH:-16}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+PEERS=${PEERS:-"hotpath fasthttp nethttp nginx epoll"}
+BASE_PORT=${BASE_PORT:-18480}
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH=$ROOT/tests/bench
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hotpath-bench.XXXXXX")
+SERVER_PID=
+
+cleanup() {
+	stop_server
+	if [[ -n ${KEEP:-} ]]; then
+		log "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT INT TERM
+
+log() { echo "bench: $*" >&2; }
+
+need() {
+	command -v "$1" >/dev/null 2>&1 || { log "missing $1 (${2:-apt-get install $1})"; exit 1; }
+}
+need wrk
+need taskset util-linux
+need strace
+need go golang
+
+if ! command -v nginx >/dev/null 2>&1; then
+	log "nginx not installed: skipping it (apt-get install nginx-light)"
+	PEERS=${PEERS//nginx/}
+fi
+
+log "building into $WORK"
+(cd "$ROOT" && go build -o "$WORK/hotpath" ./server/cmd/hotpath-json)
+(cd "$ROOT/tests/peers" && go build -o "$WORK/fasthttp" ./fasthttp &&
+	go build -o "$WORK/nethttp" ./nethttp &&
+	go build -o "$WORK/epoll" ./epoll &&
+	go build -o "$WORK/fixedload" ./fixedload)
+
+port_of() {
+	local i=0 p
+	for p in hotpath fasthttp nethttp nginx epoll; do
+		[[ $p == "$1" ]] && { echo $((BASE_PORT + i)); return; }
+		i=$((i + 1))
+	done
+}
+
+# start_server NAME [extra hotpath flags]: starts NAME pinned to SERVER_CPU
+# and waits until it accepts connections.
+start_server() {
+	local name=$1 port
+	port=$(port_of "$name")
+	shift
+	case $name in
+	hotpath)
+		taskset -c "$SERVER_CPU" "$WORK/hotpath" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" "$@" \
+			2>"$WORK/$name.log" &
+		;;
+	fasthttp | nethttp | epoll)
+		taskset -c "$SERVER_CPU" "$WORK/$name" -addr "127.0.0.1:$port" 2>"$WORK/$name.log" &
+		;;
+	nginx)
+		mkdir -p "$WORK/nginx"
+		sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@PORT@|$port|g" "$BENCH/nginx.conf.in" >"$WORK/nginx/nginx.conf"
+		taskset -c "$SERVER_CPU" nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e stderr \
+			2>"$WORK/$name.log" &
+		;;
+	esac
+	SERVER_PID=$!
+	local i
+	for i in $(seq 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05
+	done
+	log "$name did not start:"
+	cat "$WORK/$name.log" >&2
+	exit 1
+}
+
+stop_server() {
+	if [[ -n $SERVER_PID ]]; then
+		kill -TERM "$SERVER_PID" 2>/dev/null || true
+		wait "$SERVER_PID" 2>/dev/null || true
+		SERVER_PID=
+	fi
+}
+
+# cpu_ticks PID: user+system clock ticks the process has used so far.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+TCK=$(getconf CLK_TCK)
+
+# wrk_run NAME MODE -> prints "req/s p99_ms requests"
+wrk_run() {
+	local name=$1 mode=$2 port out
+	port=$(port_of "$name")
+	local args=(-t1 -c"$CONNS" -d"$DURATION" --latency)
+	if [[ $mode == pipelined ]]; then
+		args+=(-s "$BENCH/pipeline.lua")
+	fi
+	out=$(taskset -c "$CLIENT_CPU" wrk "${args[@]}" "http://127.0.0.1:$port/json" -- "$DEPTH")
+	printf '### %s %s\n%s\n' "$name" "$mode" "$out" >>"$WORK/wrk.log"
+	echo "$out" | awk '
+		/Requests\/sec:/ { rps = $2 }
+		/requests in/ { total = $1 }
+		/^ +99%/ {
+			v = $2
+			if (v ~ /us$/) { sub(/us$/, "", v); p99 = v / 1000 }
+			else if (v ~ /ms$/) { sub(/ms$/, "", v); p99 = v }
+			else if (v ~ /s$/) { sub(/s$/, "", v); p99 = v * 1000 }
+		}
+		/Non-2xx|Socket errors/ { errs = errs " " $0 }
+		END { printf "%.0f %.2f %d\n", rps, p99, total; if (errs != "") print "bench: wrk:" errs > "/dev/stderr" }'
+}
+
+median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+declare -A RPS P99 CPU
+read -r -a peers <<<"$PEERS"
+n=${#peers[@]}
+load=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load" 'BEGIN { exit !(l > 1.5) }'; then
+	log "WARNING: load average $load before the benchmark: other work shares these CPUs, expect noisy numbers"
+fi
+log "servers on cpu $SERVER_CPU, wrk on cpu $CLIENT_CPU, $CONNS connections, $DURATION per run, pipelined depth $DEPTH, $ROUNDS rounds"
+for ((round = 0; round < ROUNDS; round++)); do
+	for ((k = 0; k < n; k++)); do
+		name=${peers[$(((k + round) % n))]}
+		start_server "$name"
+		taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$(port_of "$name")/json" >/dev/null # warm-up
+		for mode in plain pipelined; do
+			t0=$(cpu_ticks "$SERVER_PID")
+			read -r rps p99 total < <(wrk_run "$name" "$mode")
+			t1=$(cpu_ticks "$SERVER_PID")
+			# Server CPU time per request: what the server spends, even when
+			# the single wrk thread is what limits req/s.
+			cpu=$(awk -v d=$((t1 - t0)) -v n="$total" -v hz="$TCK" 'BEGIN { if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print 0 }')
+			CPU[$name.$mode]+=" $cpu"
+			RPS[$name.$mode]+=" $rps"
+			if awk -v v="$p99" 'BEGIN { exit !(v > 0) }'; then P99[$name.$mode]+=" $p99"; fi
+			log "round $((round + 1)) $name $mode: $rps req/s, p99 $p99 ms, server cpu $cpu us/request"
+		done
+		stop_server
+	done
+done
+
+# Syscalls per request: strace every thread of the server while fixedload
+# sends an exact number of requests.
+syscalls_per_request() {
+	local name=$1 depth=$2 perconn=$3 port conns=64 calls reqs
+	port=$(port_of "$name")
+	start_server "$name"
+	strace -c -f -p "$SERVER_PID" -o "$WORK/strace.$name.$depth" 2>/dev/null &
+	local spid=$!
+	sleep 1
+	reqs=$(taskset -c "$CLIENT_CPU" "$WORK/fixedload" -addr "127.0.0.1:$port" -c "$conns" -n "$perconn" -depth "$depth" |
+		sed -n 's/^requests=\([0-9]*\).*/\1/p')
+	kill -INT "$spid"
+	wait "$spid" 2>/dev/null || true
+	stop_server
+	calls=$(awk '$NF == "total" { print $4 }' "$WORK/strace.$name.$depth")
+	awk -v c="${calls:-0}" -v r="${reqs:-0}" 'BEGIN { if (r > 0) printf "%.2f", c / r; else print "n/a" }'
+}
+
+declare -A SYS
+for name in "${peers[@]}"; do
+	[[ $name == nethttp ]] && continue # one goroutine per connection: not comparable, and slow under strace
+	SYS[$name.plain]=$(syscalls_per_request "$name" 1 300)
+	SYS[$name.pipelined]=$(syscalls_per_request "$name" "$DEPTH" $((DEPTH * 100)))
+	log "syscalls/request $name: plain ${SYS[$name.plain]} pipelined ${SYS[$name.pipelined]}"
+done
+# The hotpath syscall breakdown, for the record.
+if [[ -f $WORK/strace.hotpath.1 ]]; then
+	log "hotpath plain strace -c summary:"
+	sed -n '1,12p' "$WORK/strace.hotpath.1" >&2
+fi
+
+# Allocations per request: the Go benchmark of the request path, and the
+# server's own count over a wrk run.
+bench_allocs=$(cd "$ROOT" && go test -run '^$' -bench '^BenchmarkRequestPath$' -benchmem -benchtime 200000x ./server/ |
+	awk '/^BenchmarkRequestPath/ { for (i = 1; i <= NF; i++) if ($i == "allocs/op") print $(i - 1) }')
+start_server hotpath -stats
+taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "http://127.0.0.1:$(port_of hotpath)/json" >/dev/null
+stop_server
+run_allocs=$(sed -n 's/.*allocs_per_request=\([0-9.]*\).*/\1/p' "$WORK/hotpath.log")
+run_line=$(grep 'stats requests' "$WORK/hotpath.log" || true)
+
+echo
+echo "hotpath benchmark: $(uname -r), $(nproc) CPUs, server on cpu $SERVER_CPU, wrk (1 thread) on cpu $CLIENT_CPU,"
+echo "load average before: $load, after: $(cut -d' ' -f1 /proc/loadavg)"
+echo "$CONNS connections, $DURATION per run, median of $ROUNDS rounds, GET /json; pipelined = $DEPTH deep"
+echo
+printf '%-10s %12s %8s %9s %12s %8s %9s %8s %8s\n' "" plain plain "plain" pipelined pipelined pipelined plain pipelined
+printf '%-10s %12s %8s %9s %12s %8s %9s %8s %8s\n' server "req/s" "p99 ms" "cpu us/r" "req/s" "p99 ms" "cpu us/r" "sys/req" "sys/req"
+# wrk prints 0.00us for a percentile it lost track of (seen with nginx
+# and pipelining); the median then hides nothing, so show n/a.
+fmt_p99() { awk -v v="$1" 'BEGIN { if (v + 0 == 0) print "n/a"; else printf "%.2f", v }'; }
+declare -A MED
+for name in "${peers[@]}"; do
+	for mode in plain pipelined; do
+		MED[$name.$mode]=$(echo "${RPS[$name.$mode]:-}" | median)
+		MED[$name.$mode.p99]=$(echo "${P99[$name.$mode]:-}" | median)
+		MED[$name.$mode.cpu]=$(echo "${CPU[$name.$mode]:-}" | median)
+	done
+	printf '%-10s %12.0f %8s %9.2f %12.0f %8s %9.2f %8s %8s\n' "$name" \
+		"${MED[$name.plain]}" "$(fmt_p99 "${MED[$name.plain.p99]}")" "${MED[$name.plain.cpu]}" \
+		"${MED[$name.pipelined]}" "$(fmt_p99 "${MED[$name.pipelined.p99]}")" "${MED[$name.pipelined.cpu]}" \
+		"${SYS[$name.plain]:--}" "${SYS[$name.pipelined]:--}"
+done
+echo
+echo "ratios, hotpath vs peer: req/s (hotpath / peer), and server CPU per request (peer / hotpath):"
+for name in "${peers[@]}"; do
+	[[ $name == hotpath ]] && continue
+	awk -v n="$name" -v hp="${MED[hotpath.plain]}" -v pp="${MED[$name.plain]}" \
+		-v hq="${MED[hotpath.pipelined]}" -v pq="${MED[$name.pipelined]}" \
+		-v hc="${MED[hotpath.plain.cpu]}" -v pc="${MED[$name.plain.cpu]}" \
+		-v hd="${MED[hotpath.pipelined.cpu]}" -v pd="${MED[$name.pipelined.cpu]}" \
+		'function r(a, b) { return b > 0 ? a / b : 0 }
+		BEGIN { printf "  vs %-9s req/s plain %5.2fx pipelined %5.2fx   cpu/request plain %5.2fx pipelined %5.2fx\n",
+			n, r(hp, pp), r(hq, pq), r(pc, hc), r(pd, hd) }'
+done
+echo
+echo "allocations per request: Go benchmark BenchmarkRequestPath ${bench_allocs:-?} allocs/op;"
+echo "  server MemStats over a $DURATION wrk run: ${run_allocs:-?} (${run_line#*stats }; includes per-connection setup)"
+echo
+echo "cpu us/r is the server's user+system CPU time per request during the run: when the one wrk"
+echo "thread saturates its CPU (the plain column, usually), req/s measures wrk and cpu us/r the server."
+echo "targets: >= 1.25x fasthttp both columns, >= 1.0x epoll pipelined, 0 allocs/request, <= 2.1 syscalls/request"

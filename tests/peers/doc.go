@@ -1,0 +1,5 @@
+// Package peers holds the servers hotpath is measured against in
+// tests/bench: fasthttp, net/http and a minimal epoll responder, plus a
+// fixed-count load client for syscall counting. It is its own module so
+// that fasthttp stays out of hotpath's go.mod.
+package peers
