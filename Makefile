@@ -26,8 +26,15 @@ deps-bench:
 
 vet:
 	$(GO) vet ./...
+	cd tests/peers && $(GO) vet ./...
 
 unit: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test: deps vet unit
+
+# Side by side on loopback: hotpath, fasthttp, net/http, nginx and a minimal
+# epoll responder; server on CPU 0, wrk on CPU 1. Knobs: ROUNDS DURATION
+# CONNS DEPTH SERVER_CPU CLIENT_CPU PEERS KEEP=1 (see tests/bench/run.sh).
+bench: deps-bench
+	tests/bench/run.sh
