@@ -1,0 +1,753 @@
+// Package kernelconfig turns a Linux source tree into hotpath's appliance
+// kernel: it merges the Kconfig fragments (base guest support plus the
+// appliance policy) onto allnoconfig, verifies that every requested option
+// stuck, and builds a cached, reproducible bzImage with the image's
+// initramfs and command line built in.
+//
+// Cache layout (CacheDir/kernel):
+//
+//	*.lock               flocks: one process per source, config dir, build tree
+//	src/<sha16>/         tarballs, extracted once
+//	conf/<id16>/         scratch O= directory for allnoconfig + merge, and
+//	                     the verified configs (reused while the tree, the
+//	                     fragments and the toolchain are unchanged)
+//	build/<key16>/       O= build trees, one per key (source, config, toolchain);
+//	                     build.log is the last make's full output
+//	bzimage/<v>.bzImage  finished kernels, one per (key, initramfs, cmdline),
+//	                     never overwritten, so a Result stays valid
+package kernelconfig
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Arch is the only architecture hotpath builds for.
+const Arch = "x86_64"
+
+// maxCmdline is x86's COMMAND_LINE_SIZE (including the final NUL).
+const maxCmdline = 2048
+
+// keyVersion is hashed into every key: bump it when the way a kernel is
+// built changes, so old cache entries are not reused.
+const keyVersion = "hotpath-kernel-v1"
+
+// Fixed build identity for reproducible kernels (what `uname -v` shows).
+var reproducibleEnv = []string{
+	"KBUILD_BUILD_TIMESTAMP=Thu Jan  1 00:00:00 UTC 1970",
+	"KBUILD_BUILD_USER=hotpath",
+	"KBUILD_BUILD_HOST=hotpath",
+	"KBUILD_BUILD_VERSION=1",
+	"LC_ALL=C",
+	"TZ=UTC",
+}
+
+// Options for Configure and Build.
+type Options struct {
+	// Source is a Linux tarball or source tree; "" means DefaultSource.
+	Source string
+	// CacheDir holds extracted sources, build trees and kernels; "" means
+	// DefaultCacheDir().
+	CacheDir string
+	// Initramfs is a newc cpio archive to build into the kernel; "" builds
+	// a kernel without one.
+	Initramfs string
+	// Cmdline is appended to the policy's built-in command line
+	// ("console=ttyS0 mitigations=off").
+	Cmdline string
+	// Jobs is make's -j; 0 means the number of CPUs.
+	Jobs int
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// Fragments replaces the built-in fragments (base.config,
+	// policy.config) when non-nil; see DefaultFragments.
+	Fragments []*Fragment
+	// ProgressEvery is the progress interval; 0 means 10s.
+	ProgressEvery time.Duration
+	// Rebuild ignores an already built bzImage for the same inputs and
+	// runs make again (the result replaces it atomically); used to check
+	// that builds are reproducible.
+	Rebuild bool
+}
+
+// Configured is a verified configuration, before any compilation.
+type Configured struct {
+	Source       *Source
+	Toolchain    Toolchain
+	Requirements []Requirement
+	// Config is the merged, verified .config text without the per-image
+	// initramfs and command line: the configuration part of the key.
+	Config       string
+	ConfigSHA256 string
+	// Key identifies a build tree: sha256 of (source identity, Config,
+	// toolchain). The initramfs and command line are not part of it.
+	Key string
+	// PolicyCmdline is the built-in command line the policy asks for.
+	PolicyCmdline string
+	Summary       string
+}
+
+// Result describes a built kernel.
+type Result struct {
+	BzImage      string // path of the kernel; stays valid after later builds
+	Key          string
+	SourceID     string
+	Version      string // kernel version, e.g. "6.1.192"
+	ConfigSHA256 string // of the merged config without initramfs/cmdline
+	Compiler     string
+	Cmdline      string // the full built-in command line
+	Cached       bool   // no make run was needed
+	Size         int64
+	SHA256       string // of the bzImage
+	Config       string // path of the final .config (with initramfs/cmdline)
+	BuildDir     string
+	LogFile      string
+	Summary      string // policy summary
+	Duration     time.Duration
+}
+
+// DefaultCacheDir is $HOTPATH_CACHE, else $XDG_CACHE_HOME/hotpath, else
+// ~/.cache/hotpath.
+func DefaultCacheDir() (string, error) {
+	if d := os.Getenv("HOTPATH_CACHE"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "hotpath"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: set HOTPATH_CACHE: %w", err)
+	}
+	return filepath.Join(home, ".cache", "hotpath"), nil
+}
+
+func (o *Options) setDefaults() error {
+	if o.CacheDir == "" {
+		d, err := DefaultCacheDir()
+		if err != nil {
+			return err
+		}
+		o.CacheDir = d
+	}
+	abs, err := filepath.Abs(o.CacheDir)
+	if err != nil {
+		return err
+	}
+	o.CacheDir = abs
+	if strings.ContainsAny(abs, " \t\n:") {
+		// kbuild splits O= and CONFIG_INITRAMFS_SOURCE on whitespace.
+		return fmt.Errorf("cache directory %q: kbuild cannot use a path with spaces or colons; set HOTPATH_CACHE to another directory", abs)
+	}
+	if o.Jobs <= 0 {
+		o.Jobs = runtime.NumCPU()
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 10 * time.Second
+	}
+	if o.Fragments == nil {
+		f, err := DefaultFragments()
+		if err != nil {
+			return err
+		}
+		o.Fragments = f
+	}
+	return os.MkdirAll(filepath.Join(o.CacheDir, "kernel"), 0o755)
+}
+
+// Configure resolves the source, merges the fragments onto allnoconfig,
+// runs olddefconfig and verifies every requirement. It compiles nothing
+// but Kconfig itself.
+func Configure(ctx context.Context, o Options) (*Configured, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	return configure(ctx, &o)
+}
+
+func configure(ctx context.Context, o *Options) (*Configured, error) {
+	if err := CheckTools(); err != nil {
+		return nil, err
+	}
+	reqs, err := Requirements(o.Fragments)
+	if err != nil {
+		return nil, err
+	}
+	src, err := ResolveSource(ctx, o.Source, o.CacheDir, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := DetectToolchain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(o.CacheDir, "kernel", "conf", shortHash(src.ID))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(ctx, dir+".lock", "configuration", o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Kconfig is a pure function of the tree, the fragments and the
+	// toolchain (its $(cc-option) tests): its result is kept and reused,
+	// which spares a warm build two Kconfig runs. It is verified anyway.
+	merged := filepath.Join(dir, "merged-"+Key(src.ID, MergedFragments(reqs).String(), tc.Full)[:16]+".config")
+	if text, err := os.ReadFile(merged); err == nil {
+		if cfg, err := ParseConfig(strings.NewReader(string(text))); err == nil {
+			if err := verify(src.Tree, reqs, cfg, merged); err != nil {
+				return nil, err
+			}
+			return newConfigured(src, tc, reqs, cfg, string(text)), nil
+		}
+	}
+	logf := filepath.Join(dir, "config.log")
+	if err := runMake(ctx, src.Tree, dir, logf, 1, nil, "allnoconfig"); err != nil {
+		return nil, err
+	}
+	base, err := readConfig(filepath.Join(dir, ".config"))
+	if err != nil {
+		return nil, err
+	}
+	base.Merge(MergedFragments(reqs))
+	if err := writeFile(filepath.Join(dir, ".config"), base.String()); err != nil {
+		return nil, err
+	}
+	if err := runMake(ctx, src.Tree, dir, logf, 1, nil, "olddefconfig"); err != nil {
+		return nil, err
+	}
+	final := filepath.Join(dir, ".config")
+	text, err := os.ReadFile(final)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(strings.NewReader(string(text)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", final, err)
+	}
+	if err := copyAtomic(final, merged); err != nil {
+		return nil, err
+	}
+	if err := verify(src.Tree, reqs, cfg, merged); err != nil {
+		return nil, err
+	}
+	return newConfigured(src, tc, reqs, cfg, string(text)), nil
+}
+
+func newConfigured(src *Source, tc Toolchain, reqs []Requirement, cfg *Config, text string) *Configured {
+	c := &Configured{
+		Source:       src,
+		Toolchain:    tc,
+		Requirements: reqs,
+		Config:       text,
+		ConfigSHA256: sha256Hex([]byte(text)),
+		Summary:      Summary(reqs),
+	}
+	c.Key = Key(src.ID, c.Config, tc.Full)
+	if v, ok := cfg.Get("CMDLINE"); ok {
+		c.PolicyCmdline = Unquote(v)
+	}
+	return c
+}
+
+// Key is the cache key of a build tree: sha256 over the key version, the
+// source identity, the merged configuration (without per-image values) and
+// the toolchain's version text.
+func Key(sourceID, config, toolchain string) string {
+	h := sha256.New()
+	for _, part := range []string{keyVersion, sourceID, config, toolchain} {
+		fmt.Fprintf(h, "%d\n%s\n", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func verify(tree string, reqs []Requirement, cfg *Config, path string) error {
+	vs := Check(reqs, cfg)
+	if len(vs) == 0 {
+		return nil
+	}
+	// The violations are the error; explaining them is best effort.
+	_ = Explain(tree, Arch, cfg, vs)
+	return &PolicyError{Violations: vs, Config: path}
+}
+
+// withImage applies the per-image values to the requirements. They may
+// replace the policy's CMDLINE: the full line starts with the policy's by
+// construction (Build appends to it), which is what the policy asks for.
+func withImage(reqs []Requirement, image *Fragment) []Requirement {
+	out := append([]Requirement(nil), reqs...)
+	for _, r := range image.Requirements {
+		replaced := false
+		for i := range out {
+			if out[i].Symbol == r.Symbol {
+				r.Why = out[i].Why + " (" + r.Why + ")"
+				out[i], replaced = r, true
+			}
+		}
+		if !replaced {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func verifyFile(tree string, reqs []Requirement, path string) error {
+	cfg, err := readConfig(path)
+	if err != nil {
+		return err
+	}
+	return verify(tree, reqs, cfg, path)
+}
+
+// sameVisibility reports whether have differs from want only in the values
+// of the per-image symbols, and not in whether there is an initramfs at
+// all (which shows or hides other symbols).
+func sameVisibility(have, want *Config, image *Fragment) bool {
+	perImage := map[string]bool{}
+	for _, r := range image.Requirements {
+		perImage[r.Symbol] = true
+	}
+	for _, s := range want.Symbols() {
+		w, _ := want.Get(s)
+		h, ok := have.Get(s)
+		if perImage[s] || (w == NotSet && !ok) {
+			continue
+		}
+		if h != w {
+			return false
+		}
+	}
+	h, _ := have.Get("INITRAMFS_SOURCE")
+	w, _ := want.Get("INITRAMFS_SOURCE")
+	return (h == `""` || h == "") == (w == `""` || w == "")
+}
+
+// hasValues reports whether have holds every value of want.
+func hasValues(have, want *Config) bool {
+	for _, s := range want.Symbols() {
+		w, _ := want.Get(s)
+		h, ok := have.Get(s)
+		if w == NotSet && !ok {
+			continue
+		}
+		if h != w {
+			return false
+		}
+	}
+	return true
+}
+
+// Build configures, verifies and builds the kernel with o.Initramfs and
+// o.Cmdline built in, reusing the cache where it can.
+func Build(ctx context.Context, o Options) (*Result, error) {
+	start := time.Now()
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(o.Cmdline, "\n\r\x00") {
+		return nil, fmt.Errorf("kernel command line %q: must be one line", o.Cmdline)
+	}
+	var initrdSum string
+	if o.Initramfs != "" {
+		abs, err := filepath.Abs(o.Initramfs)
+		if err != nil {
+			return nil, err
+		}
+		o.Initramfs = abs
+		if initrdSum, err = fileSHA256(o.Initramfs); err != nil {
+			return nil, fmt.Errorf("initramfs: %w", err)
+		}
+	}
+	c, err := configure(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+	// One build per tree at a time; other keys (and configuring) go on.
+	unlock, err := lockFile(ctx, filepath.Join(o.CacheDir, "kernel", "build", c.Key[:16]+".lock"), "kernel build", o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cmdline := strings.TrimSpace(c.PolicyCmdline + " " + strings.TrimSpace(o.Cmdline))
+	if len(cmdline) >= maxCmdline {
+		return nil, fmt.Errorf("kernel command line is %d bytes; x86 allows at most %d", len(cmdline), maxCmdline-1)
+	}
+	r := &Result{
+		Key:          c.Key,
+		SourceID:     c.Source.ID,
+		Version:      c.Source.Version,
+		ConfigSHA256: c.ConfigSHA256,
+		Compiler:     c.Toolchain.Compiler,
+		Cmdline:      cmdline,
+		Summary:      c.Summary,
+		BuildDir:     filepath.Join(o.CacheDir, "kernel", "build", c.Key[:16]),
+	}
+	r.LogFile = filepath.Join(r.BuildDir, "build.log")
+	outDir := filepath.Join(o.CacheDir, "kernel", "bzimage")
+	variant := sha256Hex([]byte(c.Key + "\n" + initrdSum + "\n" + cmdline))
+	r.BzImage = filepath.Join(outDir, variant+".bzImage")
+	r.Config = filepath.Join(outDir, variant+".config")
+	if st, err := os.Stat(r.BzImage); err == nil && !o.Rebuild {
+		if sum, err := fileSHA256(r.BzImage); err == nil {
+			r.Cached, r.Size, r.SHA256 = true, st.Size(), sum
+			r.Duration = time.Since(start)
+			fmt.Fprintf(o.Log, "kernel: cached %s\n", r.BzImage)
+			return r, nil
+		}
+	}
+
+	// The per-image part: initramfs at a fixed path inside the build tree
+	// (so the path never changes the config), the full command line.
+	if err := os.MkdirAll(r.BuildDir, 0o755); err != nil {
+		return nil, err
+	}
+	initrdPath := filepath.Join(r.BuildDir, "initramfs.cpio")
+	image := &Fragment{Name: "image"}
+	add := func(sym, val string) {
+		image.Requirements = append(image.Requirements, Requirement{Symbol: sym, Value: val, Fragment: "image", Why: "per-image value"})
+	}
+	if o.Initramfs != "" {
+		if err := copyIfDifferent(o.Initramfs, initrdPath, initrdSum); err != nil {
+			return nil, fmt.Errorf("initramfs: %w", err)
+		}
+		add("INITRAMFS_SOURCE", Quote(initrdPath))
+		// Stored uncompressed: the whole vmlinux (initramfs included) is
+		// compressed once by the bzImage; compressing twice costs build
+		// and boot time for nothing.
+		add("INITRAMFS_COMPRESSION_NONE", "y")
+	} else {
+		os.Remove(initrdPath)
+		add("INITRAMFS_SOURCE", `""`)
+	}
+	add("CMDLINE", Quote(cmdline))
+	reqs := withImage(c.Requirements, image)
+	cfg, err := ParseConfig(strings.NewReader(c.Config))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Merge(image.Config())
+	buildConfig := filepath.Join(r.BuildDir, ".config")
+	// Rewrite .config only when a value differs: an untouched .config
+	// spares make a Kconfig run (syncconfig, with its dozens of compiler
+	// probes) when only the initramfs contents changed.
+	needKconfig := false
+	have, err := readConfig(buildConfig)
+	switch {
+	case err == nil && hasValues(have, cfg):
+		// Unchanged: make runs no Kconfig at all.
+	case err == nil && sameVisibility(have, cfg, image):
+		// Only string values changed (the command line): edit them in
+		// place, so make's syncconfig finds no new symbol to ask about.
+		have.Merge(image.Config())
+		if err := writeFile(buildConfig, have.String()); err != nil {
+			return nil, err
+		}
+	default:
+		if err := writeFile(buildConfig, cfg.String()); err != nil {
+			return nil, err
+		}
+		needKconfig = true
+	}
+	if _, err := os.Stat(filepath.Join(r.BuildDir, ".hotpath-objects")); err != nil || needKconfig {
+		// Complete the .config (new symbols get their defaults; make's own
+		// syncconfig would prompt for them) and verify it before spending
+		// half an hour on a tree never built.
+		if err := runMake(ctx, c.Source.Tree, r.BuildDir, r.LogFile, 1, nil, "olddefconfig"); err != nil {
+			return nil, err
+		}
+		if err := verifyFile(c.Source.Tree, reqs, buildConfig); err != nil {
+			return nil, err
+		}
+	}
+
+	fmt.Fprintf(o.Log, "kernel: building Linux %s bzImage in %s (-j%d, log %s)\n", c.Source.Version, r.BuildDir, o.Jobs, r.LogFile)
+	stop := startProgress(ctx, o, r.BuildDir, start)
+	err = runMake(ctx, c.Source.Tree, r.BuildDir, r.LogFile, o.Jobs, reproducibleEnv, "bzImage")
+	objects := stop()
+	if err != nil {
+		return nil, err
+	}
+	// The .config make actually used (after its syncconfig) is verified
+	// again; a kernel that fails the policy is never handed out.
+	if err := verifyFile(c.Source.Tree, reqs, buildConfig); err != nil {
+		return nil, err
+	}
+	writeFile(filepath.Join(r.BuildDir, ".hotpath-objects"), strconv.Itoa(objects))
+	writeFile(filepath.Join(o.CacheDir, "kernel", "objects-estimate"), strconv.Itoa(objects))
+
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := copyAtomic(buildConfig, r.Config); err != nil {
+		return nil, err
+	}
+	if err := copyAtomic(filepath.Join(r.BuildDir, "arch", "x86", "boot", "bzImage"), r.BzImage); err != nil {
+		return nil, fmt.Errorf("copying the bzImage out: %w", err)
+	}
+	st, err := os.Stat(r.BzImage)
+	if err != nil {
+		return nil, err
+	}
+	r.Size = st.Size()
+	if r.SHA256, err = fileSHA256(r.BzImage); err != nil {
+		return nil, err
+	}
+	r.Duration = time.Since(start)
+	fmt.Fprintf(o.Log, "kernel: built %s (%d bytes) in %s\n", r.BzImage, r.Size, r.Duration.Round(time.Second))
+	return r, nil
+}
+
+// runMake runs kbuild for target with the source tree read-only and all
+// output in objDir. The environment is the caller's minus anything that
+// would change the build behind the key's back (compiler flags, a parent
+// make's jobserver), plus extra.
+func runMake(ctx context.Context, tree, objDir, logFile string, jobs int, extra []string, target string) error {
+	args := []string{"-C", tree, "O=" + objDir, "ARCH=" + Arch, "-j" + strconv.Itoa(jobs), target}
+	cmd := exec.CommandContext(ctx, "make", args...)
+	cmd.Dir = objDir
+	cmd.Env = append(cleanEnv(os.Environ()), extra...)
+	// make and its compilers in their own process group, so that a
+	// cancelled build stops all of them, not just make.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	fmt.Fprintf(lf, "\n### %s make %s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(args, " "))
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("make %s: %w", target, ctx.Err())
+		}
+		tail := logTail(logFile, 25)
+		return fmt.Errorf("make %s failed: %w\nfull log: %s\nlast lines:\n%s%s", target, err, logFile, tail, hint(tail))
+	}
+	return nil
+}
+
+func cleanEnv(env []string) []string {
+	drop := map[string]bool{
+		"MAKEFLAGS": true, "MFLAGS": true, "MAKELEVEL": true, "MAKEOVERRIDES": true, "GNUMAKEFLAGS": true,
+		"KCFLAGS": true, "KCPPFLAGS": true, "KAFLAGS": true, "KBUILD_CFLAGS": true, "CFLAGS": true, "LDFLAGS": true,
+		"CC": true, "LD": true, "CROSS_COMPILE": true, "LLVM": true, "ARCH": true, "O": true, "V": true, "W": true, "C": true,
+		"KBUILD_OUTPUT": true, "KCONFIG_CONFIG": true, "KCONFIG_ALLCONFIG": true, "INSTALL_PATH": true,
+		"SOURCE_DATE_EPOCH": true, "LANG": true, "LC_ALL": true, "TZ": true,
+	}
+	var out []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if drop[k] || strings.HasPrefix(k, "KBUILD_") || strings.HasPrefix(k, "KCONFIG_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// hint turns well-known failures into what to install or change.
+func hint(tail string) string {
+	checks := []struct{ needle, advice string }{
+		{"flex: not found", "install flex"},
+		{"bison: not found", "install bison"},
+		{"bc: not found", "install bc"},
+		{"libelf.h", "install libelf-dev"},
+		{"gelf.h", "install libelf-dev"},
+		{"openssl/", "install libssl-dev"},
+		{"is not clean", "the source tree has been configured in place: run `make mrproper` in it or pass a clean tree"},
+		{"No space left on device", "free disk space (a build tree needs about 1 GiB) or point HOTPATH_CACHE elsewhere"},
+		{"Killed signal terminated program", "the compiler was killed (out of memory?): lower -jobs"},
+	}
+	for _, c := range checks {
+		if strings.Contains(tail, c.needle) {
+			return "hint: " + c.advice + "\n"
+		}
+	}
+	return ""
+}
+
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ") + "\n"
+}
+
+// startProgress reports objects built of objects expected and the elapsed
+// time every o.ProgressEvery. The expected count is this tree's count from
+// its last build, else the last count of any build, else an estimate. It
+// returns a stop function giving the final count.
+func startProgress(ctx context.Context, o Options, dir string, start time.Time) func() int {
+	expected := readInt(filepath.Join(dir, ".hotpath-objects"))
+	if expected == 0 {
+		expected = readInt(filepath.Join(o.CacheDir, "kernel", "objects-estimate"))
+	}
+	estimate := ""
+	if expected == 0 {
+		expected, estimate = defaultObjectEstimate, "~"
+	}
+	done := make(chan struct{})
+	finished := make(chan int)
+	go func() {
+		t := time.NewTicker(o.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				finished <- countObjects(dir)
+				return
+			case <-t.C:
+				n := countObjects(dir)
+				pct := 100 * n / max(expected, 1)
+				fmt.Fprintf(o.Log, "kernel: %d/%s%d objects (%d%%), %s elapsed\n",
+					n, estimate, expected, min(pct, 100), time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() int { close(done); return <-finished }
+}
+
+// defaultObjectEstimate is the object count of hotpath's configuration on
+// Linux 6.1.192 (measured: 1386), used before the first build has counted its own.
+const defaultObjectEstimate = 1386
+
+func countObjects(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), ".o") {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func readInt(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// lockFile takes an exclusive flock on path, so that two processes (two
+// `go test` packages, two terminals) working on the same source, config or
+// build tree serialise instead of sharing it half-done. It waits, saying so
+// once, until ctx ends. The lock goes with the process, even on a crash.
+func lockFile(ctx context.Context, path, what string, log io.Writer) (func(), error) {
+	if log == nil {
+		log = io.Discard
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	told := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !told {
+			fmt.Fprintf(log, "kernel: waiting for another process's %s (lock %s)\n", what, path)
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for %s lock %s: %w", what, path, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func readConfig(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := ParseConfig(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o644) }
+
+// copyIfDifferent copies src to dst unless dst already has sum: an
+// unchanged initramfs keeps its mtime, so make does not relink.
+func copyIfDifferent(src, dst, sum string) error {
+	if got, err := fileSHA256(dst); err == nil && got == sum {
+		return nil
+	}
+	return copyAtomic(src, dst)
+}
+
+// copyAtomic copies through a temporary file and a rename, so readers never
+// see a half-written file.
+func copyAtomic(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-"+filepath.Base(dst)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func shortHash(s string) string { return sha256Hex([]byte(s))[:16] }
