@@ -12,9 +12,11 @@
 #   test   qemu-system-x86 ovmf            boot the disk image under UEFI firmware in tests and `make run`
 #          iproute2                        network namespaces and tap devices for the guest's network
 #          strace                          count system calls per request in benchmarks and tests
+#          dosfstools gdisk                fsck.fat and sgdisk -v: independent checks of the ESP and GPT the image builder writes
 #   bench  wrk                             the HTTP load generator
 #          nginx-light                     one of the servers compared side by side
-#          linux-image-amd64               Debian's stock kernel, the baseline of `make bench-vm`
+#   (`make bench-vm` also needs Debian's stock kernel: it fetches linux-image-amd64 with
+#   `apt-get download` into its cache and unpacks it there, never installing it on this machine.)
 set -eu
 
 groups="${*:-build test}"
@@ -22,7 +24,7 @@ want=""
 for g in $groups; do
 	case "$g" in
 	build) want="$want linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
-	test) want="$want qemu-system-x86 ovmf iproute2 strace" ;;
+	test) want="$want qemu-system-x86 ovmf iproute2 strace dosfstools gdisk" ;;
 	bench) want="$want wrk nginx-light strace" ;;
 	*) echo "deps.sh: unknown group '$g' (want build, test or bench)" >&2; exit 2 ;;
 	esac

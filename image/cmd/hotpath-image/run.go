@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// vm is what `run` boots.
+type vm struct {
+	Disk      string
+	OVMFCode  string
+	OVMFVars  string // a private, writable copy
+	QMP       string // unix socket path
+	Accel     string
+	CPUs      int
+	MemoryMiB int
+	HostAddr  string // loopback address the forwarded port listens on
+	HostPort  int
+	GuestPort int
+}
+
+// qemuArgs returns QEMU's arguments for v. The disk is attached read-only:
+// `run` never changes the image that becomes the AMI.
+func qemuArgs(v vm) []string {
+	return []string{
+		"-name", "hotpath",
+		"-machine", "q35",
+		"-accel", v.Accel,
+		"-cpu", "max",
+		"-smp", strconv.Itoa(v.CPUs),
+		"-m", strconv.Itoa(v.MemoryMiB),
+		"-nodefaults",
+		"-display", "none",
+		// The UEFI firmware: code read-only, variables in a private copy.
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + v.OVMFCode,
+		"-drive", "if=pflash,format=raw,unit=1,file=" + v.OVMFVars,
+		"-drive", "if=none,id=disk0,format=raw,readonly=on,file=" + v.Disk,
+		"-device", "virtio-blk-pci,drive=disk0,bootindex=1",
+		// User networking: no privileges, no host interfaces; the forward
+		// listens on loopback only. romfile= skips the PXE option ROM.
+		"-netdev", fmt.Sprintf("user,id=net0,hostfwd=tcp:%s:%d-:%d", v.HostAddr, v.HostPort, v.GuestPort),
+		"-device", "virtio-net-pci,netdev=net0,romfile=",
+		// Serial console and QEMU monitor multiplexed on stdio (Ctrl-A C
+		// switches, Ctrl-A X quits).
+		"-serial", "mon:stdio",
+		"-qmp", "unix:" + v.QMP + ",server=on,wait=off",
+		// A guest reboot (e.g. after a panic) ends the run instead of looping.
+		"-no-reboot",
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v := vm{HostAddr: "127.0.0.1"}
+	fs.StringVar(&v.Disk, "disk", "out/hotpath.img", "raw disk `image` to boot (attached read-only)")
+	fs.StringVar(&v.Accel, "accel", "tcg", "QEMU accelerator (`tcg` or kvm); KVM guests hang on some hosts, so TCG is the default")
+	fs.IntVar(&v.CPUs, "cpus", 2, "virtual CPUs")
+	fs.IntVar(&v.MemoryMiB, "mem", 1024, "guest memory in `MiB`")
+	fs.IntVar(&v.HostPort, "port", 8080, "host `port` on 127.0.0.1 forwarded to the guest")
+	fs.IntVar(&v.GuestPort, "guest-port", 8080, "guest TCP `port` (the workload's, workload.port)")
+	code := fs.String("ovmf-code", "/usr/share/OVMF/OVMF_CODE_4M.fd", "OVMF firmware code `file` (Debian package ovmf)")
+	vars := fs.String("ovmf-vars", "/usr/share/OVMF/OVMF_VARS_4M.fd", "OVMF variable store template `file` (copied, never written)")
+	qemu := fs.String("qemu", "qemu-system-x86_64", "QEMU `binary`")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: hotpath-image run [flags]\n\nBoots a hotpath disk in QEMU through OVMF UEFI firmware with virtio-net (user networking),\nthe serial console on this terminal, and 127.0.0.1:<port> forwarded to the guest.\nCtrl-A X quits at once; for an orderly shutdown (ACPI power button, as EC2 stop does) press\nCtrl-A C and type system_powerdown, or run 'hotpath-image stop -qmp <socket>' elsewhere,\nor send this process SIGINT/SIGTERM when it has no terminal.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if _, err := os.Stat(v.Disk); err != nil {
+		return fmt.Errorf("%w (build it first: hotpath-image build, or make image)", err)
+	}
+	for _, f := range []string{*code, *vars} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%w (install Debian's ovmf package: image/deps.sh test)", err)
+		}
+	}
+	qemuPath, err := exec.LookPath(*qemu)
+	if err != nil {
+		return fmt.Errorf("%w (install Debian's qemu-system-x86 package: image/deps.sh test)", err)
+	}
+	tmp, err := os.MkdirTemp("", "hotpath-run-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	v.OVMFCode = *code
+	v.OVMFVars = filepath.Join(tmp, "OVMF_VARS.fd")
+	v.QMP = filepath.Join(tmp, "qmp.sock")
+	if err := copyFile(*vars, v.OVMFVars); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stderr, `hotpath-image run: booting %s (QEMU %s, %d vCPUs, %d MiB, OVMF UEFI, virtio-net)
+  the workload:   curl http://%s:%d/json   (forwarded to guest port %d once the guest has booted)
+  stop at once:   Ctrl-A X
+  power off:      Ctrl-A C, then 'system_powerdown' (ACPI power button; the init drains the workload)
+                  or from another terminal: hotpath-image stop -qmp %s
+`, v.Disk, v.Accel, v.CPUs, v.MemoryMiB, v.HostAddr, v.HostPort, v.GuestPort, v.QMP)
+
+	cmd := exec.Command(qemuPath, qemuArgs(v)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	// QEMU must not outlive us, whatever ends us.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if !isTerminal(os.Stdin) {
+		// Without a terminal, Ctrl-C (SIGINT to the process group) would
+		// kill QEMU outright; in its own group it only reaches us, and we
+		// turn it into an orderly power-off. (With a terminal QEMU must stay
+		// in the foreground group to read it; the terminal is raw then, so
+		// Ctrl-C goes to the guest anyway.)
+		cmd.SysProcAttr.Setpgid = true
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("qemu: %w", err)
+			}
+			return nil
+		case s := <-sigs:
+			fmt.Fprintf(stderr, "\nhotpath-image run: %v: powering the guest off (system_powerdown); again to kill QEMU\n", s)
+			if err := powerdown(v.QMP); err != nil {
+				fmt.Fprintf(stderr, "hotpath-image run: %v; killing QEMU\n", err)
+				cmd.Process.Kill()
+				continue
+			}
+			go func() {
+				select {
+				case <-sigs:
+				case <-time.After(60 * time.Second):
+					fmt.Fprintf(stderr, "hotpath-image run: the guest did not power off within 60s; killing QEMU\n")
+				}
+				cmd.Process.Kill()
+			}()
+		}
+	}
+}
+
+func stopCmd(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("stop", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sock := fs.String("qmp", "", "QMP unix `socket` printed by 'hotpath-image run'")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: hotpath-image stop -qmp SOCKET\n\nPresses the ACPI power button of a guest started by 'hotpath-image run' (QMP system_powerdown):\nthe init stops the workload with SIGTERM and powers off.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sock == "" {
+		fs.Usage()
+		return errors.New("-qmp is required")
+	}
+	return powerdown(*sock)
+}
+
+// powerdown sends system_powerdown over QMP: greeting, capabilities
+// negotiation, command, each answered before the next.
+func powerdown(sock string) error {
+	c, err := net.DialTimeout("unix", sock, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("qmp: %w", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	read := func(what string) error {
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return fmt.Errorf("qmp %s: %w", what, err)
+			}
+			var msg struct {
+				QMP    json.RawMessage `json:"QMP"`
+				Return json.RawMessage `json:"return"`
+				Error  *struct{ Desc string }
+				Event  string `json:"event"`
+			}
+			if err := json.Unmarshal(line, &msg); err != nil {
+				return fmt.Errorf("qmp %s: %w", what, err)
+			}
+			switch {
+			case msg.Error != nil:
+				return fmt.Errorf("qmp %s: %s", what, msg.Error.Desc)
+			case msg.QMP != nil || msg.Return != nil:
+				return nil
+			}
+			// An asynchronous event: keep reading.
+		}
+	}
+	if err := read("greeting"); err != nil {
+		return err
+	}
+	for _, cmd := range []string{"qmp_capabilities", "system_powerdown"} {
+		if _, err := fmt.Fprintf(c, "{\"execute\":%q}\n", cmd); err != nil {
+			return fmt.Errorf("qmp %s: %w", cmd, err)
+		}
+		if err := read(cmd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o600)
+}

@@ -1,0 +1,270 @@
+// Package gobuild builds Go programs as static linux/amd64 binaries whose
+// bytes depend only on their sources and the toolchain, and checks that a
+// binary a user brings is one.
+package gobuild
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Flags are the build flags of every binary in the image:
+//   - -trimpath: no build-machine paths in the binary;
+//   - -buildvcs=false: no VCS stamp (a dirty tree would change the bytes
+//     without changing the code);
+//   - -s -w: no symbol table or DWARF (smaller initramfs, smaller EFI binary);
+//   - -buildid=: no build id (it hashes action IDs that include paths).
+var Flags = []string{"-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+
+// Env is the environment that makes a build static and for the appliance's
+// CPU: no cgo (so no libc and no dynamic loader), linux/amd64. GOAMD64 is
+// left as the user has it (default v1) and recorded by Toolchain.
+var Env = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
+
+// Options says what to build.
+type Options struct {
+	// Dir is the directory the go command runs in: the module (or
+	// workspace) that provides Package.
+	Dir string
+	// Package is an import path or a ./relative package path.
+	Package string
+	// Output is the binary's path.
+	Output string
+	// Go is the go command; empty means "go" from PATH.
+	Go string
+	// Stderr receives the go command's diagnostics; nil discards them (they
+	// are included in the returned error either way).
+	Stderr io.Writer
+}
+
+// Build builds o.Package statically into o.Output and checks the result.
+func Build(ctx context.Context, o Options) error {
+	args := append([]string{"build", "-o", o.Output}, Flags...)
+	args = append(args, o.Package)
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, goCmd(o.Go), args...)
+	cmd.Dir = o.Dir
+	cmd.Env = append(os.Environ(), Env...)
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	if o.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, o.Stderr)
+	}
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "build constraints exclude all Go files") || strings.Contains(msg, "cgo") {
+			msg += "\n(the image needs a static linux/amd64 binary built with CGO_ENABLED=0; a package that needs cgo cannot be used)"
+		}
+		return fmt.Errorf("go build %s (in %s): %w\n%s", o.Package, o.Dir, err, msg)
+	}
+	if err := CheckStatic(o.Output); err != nil {
+		return fmt.Errorf("go build %s: %w", o.Package, err)
+	}
+	return nil
+}
+
+// ErrNotStatic is wrapped by CheckStatic's errors.
+var ErrNotStatic = errors.New("not a static linux/amd64 executable")
+
+// CheckStatic reports whether name is an x86-64 ELF executable that needs
+// nothing at run time: no program interpreter (PT_INTERP, the dynamic
+// loader) and no shared libraries (DT_NEEDED). The initramfs has neither a
+// loader nor libraries, so anything else would fail only at boot, as
+// "exec format error" or "no such file" on the serial console.
+func CheckStatic(name string) error {
+	f, err := elf.Open(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w: not an ELF file (%v)", name, ErrNotStatic, err)
+	}
+	defer f.Close()
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+		return fmt.Errorf("%s: %w: it is for %s (%s), the appliance is x86-64; build with GOARCH=amd64", name, ErrNotStatic, f.Machine, f.Class)
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return fmt.Errorf("%s: %w: ELF type %s is not an executable", name, ErrNotStatic, f.Type)
+	}
+	if f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
+		return fmt.Errorf("%s: %w: OS ABI %s is not Linux", name, ErrNotStatic, f.OSABI)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			interp, _ := io.ReadAll(p.Open())
+			return fmt.Errorf("%s: %w: it is dynamically linked (interpreter %s); build it with CGO_ENABLED=0 or link it statically", name, ErrNotStatic, strings.TrimRight(string(interp), "\x00"))
+		}
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return fmt.Errorf("%s: read dynamic section: %w", name, err)
+	}
+	if len(libs) > 0 {
+		return fmt.Errorf("%s: %w: it needs shared libraries %s", name, ErrNotStatic, strings.Join(libs, ", "))
+	}
+	if f.Entry == 0 {
+		return fmt.Errorf("%s: %w: no entry point (a shared library?)", name, ErrNotStatic)
+	}
+	return nil
+}
+
+// Toolchain identifies the compiler and the settings that reach the bytes.
+type Toolchain struct {
+	GoVersion string `json:"go_version"` // e.g. go1.26.8
+	Compiler  string `json:"compiler"`   // gc
+	GOAMD64   string `json:"goamd64"`
+	Flags     string `json:"flags"`
+	Env       string `json:"env"`
+}
+
+// ReadToolchain asks the go command in dir what it builds with.
+func ReadToolchain(ctx context.Context, goBin, dir string) (*Toolchain, error) {
+	var env struct{ GOVERSION, GOAMD64 string }
+	if err := goJSON(ctx, goBin, dir, &env, "env", "-json", "GOVERSION", "GOAMD64"); err != nil {
+		return nil, err
+	}
+	return &Toolchain{
+		GoVersion: env.GOVERSION,
+		Compiler:  "gc",
+		GOAMD64:   env.GOAMD64,
+		Flags:     strings.Join(Flags, " "),
+		Env:       strings.Join(Env, " "),
+	}, nil
+}
+
+// Source is the identity of a package's source: the hash of every file the
+// build reads from outside the standard library (which the Go version
+// covers) and the versions of the modules they come from.
+type Source struct {
+	Package string `json:"package"` // import path
+	// SHA256 covers, for each non-standard package in the build in import
+	// path order, its import path and each Go, assembly and embedded file's
+	// name and contents, plus each dependency module's path, version and
+	// go.sum hash.
+	SHA256  string   `json:"sha256"`
+	Files   int      `json:"files"`
+	Modules []string `json:"modules,omitempty"` // path@version of dependency modules
+}
+
+type listed struct {
+	ImportPath string
+	Dir        string
+	Standard   bool
+	GoFiles    []string
+	SFiles     []string
+	EmbedFiles []string
+	Module     *struct {
+		Path    string
+		Version string
+		Sum     string
+		Main    bool
+		Replace *struct {
+			Path    string
+			Version string
+			Sum     string
+		}
+	}
+	DepsErrors []*struct{ Err string }
+	Error      *struct{ Err string }
+}
+
+// HashSource computes the Source of pkg as built for linux/amd64 without
+// cgo, using `go list -deps`.
+func HashSource(ctx context.Context, goBin, dir, pkg string) (*Source, error) {
+	cmd := exec.CommandContext(ctx, goCmd(goBin), "list", "-deps", "-json", pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), Env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list %s (in %s): %w\n%s", pkg, dir, err, strings.TrimSpace(stderr.String()))
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			return nil, fmt.Errorf("go list %s: %w", pkg, err)
+		}
+		if p.Error != nil {
+			return nil, fmt.Errorf("go list %s: %s: %s", pkg, p.ImportPath, p.Error.Err)
+		}
+		if !p.Standard {
+			pkgs = append(pkgs, p)
+		}
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("go list %s: no packages", pkg)
+	}
+	// -deps lists the named package last; record its import path, not the
+	// (possibly relative) name it was given by.
+	main := pkgs[len(pkgs)-1].ImportPath
+	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].ImportPath < pkgs[j].ImportPath })
+	h := sha256.New()
+	s := &Source{Package: main}
+	mods := map[string]string{}
+	for _, p := range pkgs {
+		fmt.Fprintf(h, "package %s\n", p.ImportPath)
+		if m := p.Module; m != nil && !m.Main {
+			v, sum := m.Version, m.Sum
+			if m.Replace != nil {
+				v, sum = m.Replace.Path+"@"+m.Replace.Version, m.Replace.Sum
+			}
+			mods[m.Path] = m.Path + "@" + v
+			if sum != "" {
+				// A module from the module cache is identified by its go.sum
+				// hash; its files are hashed below anyway.
+				fmt.Fprintf(h, "module %s %s %s\n", m.Path, v, sum)
+			}
+		}
+		files := append(append(append([]string(nil), p.GoFiles...), p.SFiles...), p.EmbedFiles...)
+		sort.Strings(files)
+		for _, name := range files {
+			b, err := os.ReadFile(filepath.Join(p.Dir, name))
+			if err != nil {
+				return nil, fmt.Errorf("hash source of %s: %w", pkg, err)
+			}
+			fs := sha256.Sum256(b)
+			fmt.Fprintf(h, "file %s %x\n", name, fs)
+			s.Files++
+		}
+	}
+	for _, m := range mods {
+		s.Modules = append(s.Modules, m)
+	}
+	sort.Strings(s.Modules)
+	s.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+func goJSON(ctx context.Context, goBin, dir string, v any, args ...string) error {
+	cmd := exec.CommandContext(ctx, goCmd(goBin), args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+func goCmd(s string) string {
+	if s == "" {
+		return "go"
+	}
+	return s
+}

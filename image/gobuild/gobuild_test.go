@@ -1,0 +1,147 @@
+package gobuild
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixture writes a one-package module into a new directory.
+func fixture(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files["go.mod"] = "module example.com/fixture\n\ngo 1.22\n"
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const hello = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"ready\") }\n"
+
+func TestBuildStaticReproducible(t *testing.T) {
+	ctx := context.Background()
+	// Two copies of the same module in different directories: -trimpath
+	// must make the location irrelevant.
+	var outs [][]byte
+	for i := 0; i < 2; i++ {
+		dir := fixture(t, map[string]string{"main.go": hello})
+		out := filepath.Join(t.TempDir(), "bin")
+		if err := Build(ctx, Options{Dir: dir, Package: ".", Output: out}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, b)
+		if bytes.Contains(b, []byte(dir)) {
+			t.Error("binary contains the build directory")
+		}
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Error("two builds of the same source differ")
+	}
+}
+
+func TestCheckStaticRefuses(t *testing.T) {
+	dir := fixture(t, map[string]string{"main.go": hello})
+	arm := filepath.Join(t.TempDir(), "arm64")
+	cmd := exec.Command("go", "build", "-o", arm, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build arm64 fixture: %v\n%s", err, out)
+	}
+	script := filepath.Join(t.TempDir(), "script")
+	os.WriteFile(script, []byte("#!/bin/sh\necho ready\n"), 0o755)
+
+	cases := []struct {
+		name, path, want string
+	}{
+		// Debian's /bin/true is a dynamically linked PIE.
+		{"dynamic", "/bin/true", "dynamically linked (interpreter /lib64/ld-linux-x86-64.so.2)"},
+		{"arm64", arm, "it is for EM_AARCH64"},
+		{"script", script, "not an ELF file"},
+		{"missing", filepath.Join(t.TempDir(), "nope"), "not an ELF file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckStatic(tc.path)
+			if err == nil || !errors.Is(err, ErrNotStatic) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CheckStatic(%s) = %v, want ErrNotStatic with %q", tc.path, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDynamicCgoBinaryRefused(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no C compiler to build a cgo fixture (Debian build-essential); /bin/true covers the dynamic case")
+	}
+	dir := fixture(t, map[string]string{"main.go": "package main\n\n// #include <stdlib.h>\nimport \"C\"\n\nfunc main() { C.abs(1) }\n"})
+	out := filepath.Join(t.TempDir(), "cgo")
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build cgo fixture: %v\n%s", err, b)
+	}
+	if err := CheckStatic(out); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+		t.Fatalf("cgo binary: %v", err)
+	}
+	// Built by us, the same package is refused at build time: without cgo
+	// it has no Go files left.
+	err := Build(context.Background(), Options{Dir: dir, Package: ".", Output: filepath.Join(t.TempDir(), "x")})
+	if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Fatalf("Build of a cgo package: %v", err)
+	}
+}
+
+func TestHashSource(t *testing.T) {
+	ctx := context.Background()
+	dir := fixture(t, map[string]string{"main.go": hello, "lib/lib.go": "package lib\n\nconst X = 1\n"})
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(strings.Replace(hello, "import \"fmt\"", "import (\n\t\"fmt\"\n\t_ \"example.com/fixture/lib\"\n)", 1)), 0o644)
+	a, err := HashSource(ctx, "", dir, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Files != 2 {
+		t.Errorf("%d files hashed, want 2", a.Files)
+	}
+	b, _ := HashSource(ctx, "", dir, ".")
+	if a.SHA256 != b.SHA256 {
+		t.Fatal("hash is not stable")
+	}
+	// A change in a dependency package changes the hash.
+	os.WriteFile(filepath.Join(dir, "lib/lib.go"), []byte("package lib\n\nconst X = 2\n"), 0o644)
+	c, _ := HashSource(ctx, "", dir, ".")
+	if c.SHA256 == a.SHA256 {
+		t.Fatal("changed dependency, same hash")
+	}
+	// A file the build does not read does not.
+	os.WriteFile(filepath.Join(dir, "README"), []byte("x"), 0o644)
+	d, _ := HashSource(ctx, "", dir, ".")
+	if d.SHA256 != c.SHA256 {
+		t.Fatal("unrelated file changed the hash")
+	}
+}
+
+func TestToolchain(t *testing.T) {
+	tc, err := ReadToolchain(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tc.GoVersion, "go1.") || tc.GOAMD64 == "" {
+		t.Errorf("%+v", tc)
+	}
+}

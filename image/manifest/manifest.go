@@ -1,0 +1,180 @@
+// Package manifest describes a built appliance image: what went in (every
+// input's hash) and what came out (the EFI binary's and the disk's hash and
+// size). It is written next to the disk as manifest.json.
+//
+// A manifest is a function of the inputs only: no wall-clock time, no
+// host name, no absolute path, no value that depends on the host's file
+// system (such as the disk's allocated size). Two builds of the same inputs
+// give byte-identical manifests, so comparing two manifests (or their
+// hashes) compares two builds.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Format names this layout; it changes when a field changes meaning.
+const Format = "hotpath-image-manifest/v1"
+
+// Manifest is the content of manifest.json.
+type Manifest struct {
+	Format          string    `json:"format"`
+	SourceDateEpoch int64     `json:"source_date_epoch"`
+	Disk            Disk      `json:"disk"`
+	EFI             Blob      `json:"efi"`
+	Kernel          Kernel    `json:"kernel"`
+	Initramfs       Initramfs `json:"initramfs"`
+	Init            Program   `json:"init"`
+	Workload        Program   `json:"workload"`
+	InitConfig      Config    `json:"init_config"`
+	Go              Toolchain `json:"go"`
+}
+
+// Blob is a file's identity.
+type Blob struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Disk describes the raw disk image.
+type Disk struct {
+	File           string `json:"file"` // base name, e.g. hotpath.img
+	SHA256         string `json:"sha256"`
+	Size           int64  `json:"size"` // virtual size in bytes
+	PartitionTable string `json:"partition_table"`
+	DiskGUID       string `json:"disk_guid"`
+	ESP            ESP    `json:"esp"`
+}
+
+// ESP describes the EFI system partition.
+type ESP struct {
+	Index       int    `json:"index"`
+	TypeGUID    string `json:"type_guid"`
+	GUID        string `json:"guid"`
+	Start       int64  `json:"start"` // bytes from the start of the disk
+	Size        int64  `json:"size"`
+	FileSystem  string `json:"file_system"`
+	VolumeID    string `json:"volume_id"`
+	BootPath    string `json:"boot_path"`
+	BootPathOff int64  `json:"boot_file_offset"` // where BOOTX64.EFI's bytes start on the disk
+}
+
+// Kernel describes the kernel built with kernel-config.
+type Kernel struct {
+	Version      string `json:"version"`
+	SourceID     string `json:"source_id"`
+	ConfigSHA256 string `json:"config_sha256"` // merged config, before initramfs/cmdline
+	Compiler     string `json:"compiler"`
+	Key          string `json:"key"`
+	Cmdline      string `json:"cmdline"` // the full built-in command line
+}
+
+// Initramfs lists the archive built into the kernel.
+type Initramfs struct {
+	SHA256  string  `json:"sha256"`
+	Size    int64   `json:"size"`
+	Format  string  `json:"format"`
+	Entries []Entry `json:"entries"`
+}
+
+// Entry is one member of the initramfs.
+type Entry struct {
+	Path   string `json:"path"`
+	Mode   string `json:"mode"` // octal, with type bits, e.g. 100755
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Device string `json:"device,omitempty"` // "major,minor" of a device node
+}
+
+// Program is the init or the workload.
+type Program struct {
+	// Package is the Go import path built, or empty for a prebuilt binary.
+	Package string `json:"package,omitempty"`
+	// SourceSHA256 hashes the package's non-standard-library sources (see
+	// gobuild.Source).
+	SourceSHA256 string   `json:"source_sha256,omitempty"`
+	SourceFiles  int      `json:"source_files,omitempty"`
+	Modules      []string `json:"modules,omitempty"`
+	// Binary names a prebuilt binary (base name only).
+	Binary string `json:"binary,omitempty"`
+	Path   string `json:"path"` // inside the initramfs
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Config is the init configuration baked at /etc/hotpath/init.conf.
+type Config struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Text   string `json:"text"`
+	// Effective is every key's value after the file and the kernel command
+	// line's hotpath.* overrides, as the init will see it at boot.
+	Effective map[string]string `json:"effective"`
+}
+
+// Toolchain is the Go toolchain the binaries were built with.
+type Toolchain struct {
+	Version  string `json:"version"`
+	Compiler string `json:"compiler"`
+	GOAMD64  string `json:"goamd64"`
+	Flags    string `json:"flags"`
+	Env      string `json:"env"`
+}
+
+// Marshal returns the manifest as indented JSON with a final newline. Map
+// keys are sorted by encoding/json, so the bytes are stable.
+func (m *Manifest) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteFile writes the manifest to name atomically.
+func (m *Manifest) WriteFile(name string) error {
+	b, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
+// Read decodes a manifest, refusing unknown fields and other formats.
+func Read(r io.Reader) (*Manifest, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if m.Format != Format {
+		return nil, fmt.Errorf("manifest: format %q, want %q", m.Format, Format)
+	}
+	return &m, nil
+}
+
+// ReadFile reads the manifest at name.
+func ReadFile(name string) (*Manifest, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	defer f.Close()
+	return Read(f)
+}
