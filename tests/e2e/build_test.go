@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/image"
+)
+
+// buildImage builds an appliance disk with the given workload package
+// (empty: the default workload) through the image package, the same path
+// `make image` takes. The kernel comes from kernel-config's cache; on a
+// cold cache this is the ~30-minute kernel build, whose progress goes to
+// stderr so a CI log shows it moving.
+func buildImage(t *testing.T, workload string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
+	defer cancel()
+	o := image.Options{
+		Out: t.TempDir(),
+		Log: prefixWriter{os.Stderr, "e2e: "},
+	}
+	if workload != "" {
+		o.Workload = image.Program{Package: workload}
+	}
+	start := time.Now()
+	res, err := image.Build(ctx, o)
+	if err != nil {
+		t.Fatalf("image build: %v", err)
+	}
+	t.Logf("image with workload %q built in %v (kernel cached: %v)\n%s",
+		o.Workload, time.Since(start).Round(time.Second), res.KernelCached, res.Summary())
+	return res.Disk
+}
+
+// prefixWriter prefixes each write (the image package writes whole lines).
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix+string(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

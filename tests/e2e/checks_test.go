@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hotpath-dev/hotpath/init/report"
+)
+
+// goodReport is what a correctly tuned 2-CPU virtio-net guest reports.
+func goodReport() *report.Report {
+	r := &report.Report{
+		Version: report.Version, Kernel: "6.1.0-hotpath", CPUs: 2, ReadyMillis: 1500,
+		Workload: &report.Workload{Path: "/workload", CPUs: "0-1", Port: 8080, PID: 2},
+		Steps: []report.Step{
+			{Name: "mounts", Status: report.Applied},
+			{Name: "sysctl net.core.busy_poll", Status: report.Applied},
+			{Name: "sysctl net.core.busy_read", Status: report.Applied},
+			{Name: "sysctl net.core.default_qdisc", Status: report.Applied},
+			{Name: "sysctl net.ipv4.tcp_congestion_control", Status: report.Applied},
+			{Name: "nic-channels", Status: report.Applied},
+			{Name: "nic-coalesce", Status: report.Skipped, Reason: "virtio_net: operation not supported"},
+			{Name: "nic-gro", Status: report.Applied},
+			{Name: "nic-link-up", Status: report.Applied},
+			{Name: "nic-qdisc", Status: report.Applied},
+			{Name: "nic-irq-affinity", Status: report.Applied},
+			{Name: "nic-xps", Status: report.Applied},
+			{Name: "nic-rps", Status: report.Applied},
+		},
+		Facts: report.Facts{
+			Vulnerabilities: map[string]string{
+				"meltdown":   "Not affected",
+				"spectre_v2": "Vulnerable, IBPB: disabled, STIBP: disabled",
+			},
+			Cmdline: "console=ttyS0 mitigations=off",
+			Sysctls: map[string]string{
+				"net.core.busy_poll": "50", "net.core.busy_read": "50",
+				"net.core.default_qdisc": "noqueue", "net.ipv4.tcp_congestion_control": "reno",
+			},
+			NIC: &report.NIC{
+				Name: "eth0", Driver: "virtio_net", MTU: 1500, Addrs: []string{"10.77.0.2/24"},
+				Lifetime: "forever", Gateway: "10.77.0.1", RxQueues: 2, TxQueues: 2,
+				IRQs: []report.IRQ{
+					{IRQ: 24, Name: "virtio0-input.0", Queue: 0, Affinity: "0"},
+					{IRQ: 25, Name: "virtio0-output.0", Queue: 0, Affinity: "0"},
+					{IRQ: 26, Name: "virtio0-input.1", Queue: 1, Affinity: "1"},
+					{IRQ: 27, Name: "virtio0-output.1", Queue: 1, Affinity: "1"},
+				},
+				XPS:      map[string]string{"tx-0": "1", "tx-1": "00000002"},
+				RPS:      map[string]string{"rx-0": "0", "rx-1": "00000000"},
+				Qdisc:    "mq",
+				Children: []string{"noqueue", "noqueue"},
+				GRO:      "off",
+			},
+		},
+	}
+	return r
+}
+
+var testNet = Network{Addr: "10.77.0.2/24", Gateway: "10.77.0.1", MTU: 1500}
+
+func allErrs(r *report.Report) []error {
+	errs := CheckReport(r, 2)
+	errs = append(errs, CheckPolicy(&r.Facts)...)
+	return append(errs, CheckLocality(&r.Facts, 2, testNet)...)
+}
+
+func TestChecksPassGoodReport(t *testing.T) {
+	for _, err := range allErrs(goodReport()) {
+		t.Error(err)
+	}
+}
+
+// TestChecksCatchViolations breaks one thing at a time and expects the
+// checks to name it.
+func TestChecksCatchViolations(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(r *report.Report)
+		want   string
+	}{
+		{"failed step", func(r *report.Report) { r.Steps[0].Status, r.Steps[0].Error = report.Failed, "EPERM" }, "step mounts failed: EPERM"},
+		{"skip without reason", func(r *report.Report) { r.Steps[6].Reason = "" }, "nic-coalesce skipped without a reason"},
+		{"missing nic step", func(r *report.Report) { r.Steps = r.Steps[:len(r.Steps)-1] }, "step nic-rps missing"},
+		{"no ready time", func(r *report.Report) { r.ReadyMillis = 0 }, "ready time"},
+		{"ready error", func(r *report.Report) { r.ReadyMillis, r.ReadyError = -1, "did not accept" }, "not ready: did not accept"},
+		{"no workload", func(r *report.Report) { r.Workload = nil }, "workload not reported"},
+		{"workload cpus", func(r *report.Report) { r.Workload.CPUs = "0" }, "HOTPATH_CPUS"},
+		{"cpu count", func(r *report.Report) { r.CPUs = 4 }, "4 CPUs"},
+		{"unknown keys", func(r *report.Report) { r.Unknown = []string{"nic.gor"} }, "nic.gor"},
+		{"mitigation on", func(r *report.Report) {
+			r.Facts.Vulnerabilities["spectre_v1"] = "Mitigation: usercopy/swapgs barriers"
+		}, "vulnerabilities/spectre_v1"},
+		{"no vulnerabilities", func(r *report.Report) { r.Facts.Vulnerabilities = nil }, "no /sys/devices/system/cpu/vulnerabilities"},
+		{"netfilter", func(r *report.Report) { r.Facts.Netfilter = true }, "netfilter"},
+		{"audit", func(r *report.Report) { r.Facts.Audit = true }, "audit"},
+		{"modules", func(r *report.Report) { r.Facts.Modules = true }, "modules"},
+		{"seccomp", func(r *report.Report) { r.Facts.Seccomp = true }, "seccomp"},
+		{"cmdline", func(r *report.Report) { r.Facts.Cmdline = "console=ttyS0" }, "mitigations=off"},
+		{"cubic", func(r *report.Report) { r.Facts.Sysctls["net.ipv4.tcp_congestion_control"] = "cubic" }, "tcp_congestion_control"},
+		{"busy poll off", func(r *report.Report) { r.Facts.Sysctls["net.core.busy_poll"] = "0" }, "busy_poll"},
+		{"packet socket", func(r *report.Report) { r.Facts.PacketSockets = 1 }, "AF_PACKET"},
+		{"no nic", func(r *report.Report) { r.Facts.NIC = nil }, "no primary NIC"},
+		{"queues", func(r *report.Report) { r.Facts.NIC.RxQueues = 1 }, "1 rx / 2 tx"},
+		{"irq affinity", func(r *report.Report) { r.Facts.NIC.IRQs[2].Affinity = "0-1" }, "IRQ 26"},
+		{"irq missing", func(r *report.Report) { r.Facts.NIC.IRQs = r.Facts.NIC.IRQs[:2] }, "queue 1"},
+		{"xps", func(r *report.Report) { r.Facts.NIC.XPS["tx-1"] = "3" }, "XPS tx-1"},
+		{"rps on", func(r *report.Report) { r.Facts.NIC.RPS["rx-0"] = "3" }, "RPS rx-0"},
+		{"qdisc", func(r *report.Report) { r.Facts.NIC.Qdisc = "fq_codel" }, "fq_codel"},
+		{"child qdisc", func(r *report.Report) { r.Facts.NIC.Children[1] = "pfifo_fast" }, "pfifo_fast"},
+		{"gro", func(r *report.Report) { r.Facts.NIC.GRO = "on" }, "GRO"},
+		{"lifetime", func(r *report.Report) { r.Facts.NIC.Lifetime = "3600" }, "lifetime"},
+		{"address", func(r *report.Report) { r.Facts.NIC.Addrs = nil }, "10.77.0.2/24"},
+		{"mtu", func(r *report.Report) { r.Facts.NIC.MTU = 9000 }, "MTU 9000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := goodReport()
+			tc.mutate(r)
+			errs := allErrs(r)
+			var msgs []string
+			for _, e := range errs {
+				msgs = append(msgs, e.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("errors %q do not mention %q", msgs, tc.want)
+			}
+		})
+	}
+}

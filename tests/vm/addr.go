@@ -1,0 +1,7 @@
+package vm
+
+import "net"
+
+var netMask24 = net.CIDRMask(24, 32)
+
+func netIP(s string) net.IP { return net.ParseIP(s).To4() }

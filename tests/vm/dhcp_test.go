@@ -1,0 +1,92 @@
+package vm
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+)
+
+// TestDHCPServer runs the server in one namespace and a real DHCPv4 client
+// (nclient4, raw sockets) in another, joined by a veth pair: the same path
+// the guest's DHCP exchange takes through the tap.
+func TestDHCPServer(t *testing.T) {
+	requireRoot(t)
+	srvNS, cliNS := NewNetns(t), NewNetns(t)
+	if err := srvNS.AddVeth("dh0", "10.79.0.1/24", cliNS, "cl0", ""); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := srvNS.StartDHCP(DHCPConfig{
+		Iface: "dh0", ServerIP: netIP("10.79.0.1"), ClientIP: netIP("10.79.0.2"),
+		Mask: netMask24, Router: netIP("10.79.0.1"), Lease: 2 * time.Hour, MTU: 1400,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	var cl *nclient4.Client
+	if err := cliNS.Do(func() error {
+		var err error
+		cl, err = nclient4.New("cl0", nclient4.WithTimeout(2*time.Second), nclient4.WithRetry(3))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	lease, err := cl.Request(ctx)
+	if err != nil {
+		t.Fatalf("DHCP exchange: %v (server errors: %v)", err, srv.Errors())
+	}
+	ack := lease.ACK
+	if !ack.YourIPAddr.Equal(netIP("10.79.0.2")) {
+		t.Errorf("yiaddr = %v, want 10.79.0.2", ack.YourIPAddr)
+	}
+	if r := ack.Router(); len(r) != 1 || !r[0].Equal(netIP("10.79.0.1")) {
+		t.Errorf("router = %v", r)
+	}
+	if m := ack.SubnetMask(); net.IP(m).String() != "255.255.255.0" {
+		t.Errorf("mask = %v", m)
+	}
+	if d := ack.IPAddressLeaseTime(0); d != 2*time.Hour {
+		t.Errorf("lease time = %v", d)
+	}
+	if mtu := ack.GetOneOption(dhcpv4.OptionInterfaceMTU); len(mtu) != 2 || binary.BigEndian.Uint16(mtu) != 1400 {
+		t.Errorf("MTU option = %v, want 1400", mtu)
+	}
+	if !ack.ServerIdentifier().Equal(netIP("10.79.0.1")) {
+		t.Errorf("server id = %v", ack.ServerIdentifier())
+	}
+	ls := srv.Leases()
+	if len(ls) != 1 || ls[0].MAC.String() != cl.InterfaceAddr().String() {
+		t.Errorf("server leases = %+v, want one for %v", ls, cl.InterfaceAddr())
+	}
+
+	// Asking for an address the server does not own gets a NAK.
+	req, err := dhcpv4.New(
+		dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest),
+		dhcpv4.WithHwAddr(cl.InterfaceAddr()),
+		dhcpv4.WithBroadcast(true),
+		dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(netIP("10.79.0.99"))),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cl.SendAndRead(ctx, nclient4.DefaultServers, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.MessageType() != dhcpv4.MessageTypeNak {
+		t.Errorf("request for a foreign address got %v, want NAK", resp.MessageType())
+	}
+	if errs := srv.Errors(); len(errs) != 0 {
+		t.Errorf("server errors: %v", errs)
+	}
+}

@@ -1,0 +1,439 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Debian's ovmf package: the 4 MiB flash layout, without Secure Boot or SMM.
+const (
+	DefaultOVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	DefaultOVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// GuestMAC is the virtio-net MAC address the harness gives the guest.
+const GuestMAC = "52:54:00:12:34:56"
+
+// Accel returns the accelerator to use: TCG, unless HOTPATH_KVM=1 and a
+// probe boot under KVM reaches the firmware's boot manager. On the
+// project's CI machines /dev/kvm exists but guests hang under it, so KVM is
+// opt-in and verified rather than assumed. The probe runs once per process.
+func Accel() string {
+	accelOnce.Do(func() {
+		accel = "tcg"
+		if os.Getenv("HOTPATH_KVM") != "1" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := ProbeKVM(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "vm: HOTPATH_KVM=1 but KVM does not work here (%v); using TCG\n", err)
+			return
+		}
+		accel = "kvm"
+	})
+	return accel
+}
+
+var (
+	accelOnce sync.Once
+	accel     string
+)
+
+// ProbeKVM boots the firmware under KVM from a blank disk and waits for its
+// boot manager's first message on the serial console.
+func ProbeKVM(ctx context.Context) error {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	dir, err := os.MkdirTemp("", "hpkvm")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	disk := filepath.Join(dir, "blank.img")
+	if err := os.WriteFile(disk, nil, 0o644); err != nil {
+		return err
+	}
+	if err := os.Truncate(disk, 1<<20); err != nil {
+		return err
+	}
+	v, err := Start(ctx, Config{Disk: disk, CPUs: 1, MemoryMB: 256, Accel: "kvm", Dir: dir})
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if _, err := v.Console.WaitString(ctx, 0, "BdsDxe"); err != nil {
+		return fmt.Errorf("probe boot under KVM: no firmware output: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Config describes one guest.
+type Config struct {
+	// Disk is the raw disk image booted through OVMF. It is attached with
+	// snapshot=on, so the image file is never written.
+	Disk string
+	// Kernel, when Disk is empty, is a bzImage booted with -kernel
+	// (firmware-less; for debugging the harness itself).
+	Kernel string
+	Initrd string // initramfs with Kernel
+	Append string // kernel command line with Kernel
+
+	CPUs     int // vCPUs (default 2)
+	MemoryMB int // default 1024
+	Accel    string
+
+	// Netns and Tap attach a multi-queue virtio-net NIC with one queue
+	// pair per vCPU to the tap device Tap inside Netns. QEMU then runs
+	// inside the namespace. Without Netns the guest has no NIC.
+	Netns *Netns
+	Tap   string
+
+	OVMFCode, OVMFVars string // default: Debian's
+	// Dir holds the firmware variables copy, the QMP socket and the
+	// console log (console.log). Default: a new temporary directory,
+	// removed by Close.
+	Dir string
+	// Log, if set, receives QEMU's own stderr.
+	Log io.Writer
+}
+
+// VM is a running QEMU.
+type VM struct {
+	Console *Console
+	QMP     *QMP
+	Accel   string
+	Started time.Time
+	Dir     string
+
+	cmd     *exec.Cmd
+	stderr  *Console
+	done    chan struct{}
+	waitErr error
+	rmDir   bool
+	logFile *os.File
+}
+
+// Args returns QEMU's arguments for cfg, with the given paths for the
+// firmware variables copy and the QMP socket.
+func (cfg *Config) Args(varsPath, qmpPath string) []string {
+	args := []string{
+		"-name", "hotpath-test",
+		"-machine", "q35,accel=" + cfg.Accel,
+		"-smp", strconv.Itoa(cfg.CPUs),
+		"-m", strconv.Itoa(cfg.MemoryMB),
+		"-display", "none",
+		"-vga", "none",
+		"-monitor", "none",
+		"-serial", "stdio",
+		"-qmp", "unix:" + qmpPath + ",server=on,wait=off",
+		// A guest that reboots (a panic, a failed power off) ends the
+		// test instead of booting again.
+		"-no-reboot",
+		"-nodefaults",
+	}
+	if cfg.Accel == "kvm" {
+		args = append(args, "-cpu", "host")
+	} else {
+		args = append(args, "-cpu", "max")
+	}
+	if cfg.Disk != "" {
+		args = append(args,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.OVMFCode,
+			"-drive", "if=pflash,format=raw,unit=1,file="+varsPath,
+			"-drive", "if=none,id=disk0,format=raw,snapshot=on,file="+cfg.Disk,
+			"-device", "virtio-blk-pci,drive=disk0,bootindex=0",
+		)
+	} else {
+		args = append(args, "-kernel", cfg.Kernel)
+		if cfg.Initrd != "" {
+			args = append(args, "-initrd", cfg.Initrd)
+		}
+		if cfg.Append != "" {
+			args = append(args, "-append", cfg.Append)
+		}
+	}
+	if cfg.Netns != nil {
+		q := cfg.CPUs
+		args = append(args,
+			"-netdev", fmt.Sprintf("tap,id=net0,ifname=%s,script=no,downscript=no,queues=%d,vhost=off", cfg.Tap, q),
+			// vectors: one per rx and tx queue, one for config, one for
+			// the control queue. romfile= keeps OVMF from loading iPXE:
+			// the guest never boots from the network.
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,mq=on,vectors=%d,mac=%s,romfile=", 2*q+2, GuestMAC),
+		)
+	}
+	return args
+}
+
+// Start boots a guest. The caller must Close the VM.
+func Start(ctx context.Context, cfg Config) (*VM, error) {
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = 1024
+	}
+	if cfg.Accel == "" {
+		cfg.Accel = Accel()
+	}
+	if cfg.OVMFCode == "" {
+		cfg.OVMFCode = DefaultOVMFCode
+	}
+	if cfg.OVMFVars == "" {
+		cfg.OVMFVars = DefaultOVMFVars
+	}
+	if cfg.Disk == "" && cfg.Kernel == "" {
+		return nil, errors.New("vm: neither Disk nor Kernel given")
+	}
+	if cfg.Netns != nil && cfg.Tap == "" {
+		return nil, errors.New("vm: Netns without Tap")
+	}
+	v := &VM{Accel: cfg.Accel, done: make(chan struct{})}
+	if cfg.Dir == "" {
+		// Short path: a unix socket path must fit in 108 bytes.
+		d, err := os.MkdirTemp("", "hpvm")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Dir, v.rmDir = d, true
+	}
+	v.Dir = cfg.Dir
+	fail := func(err error) (*VM, error) {
+		v.Close()
+		return nil, err
+	}
+	varsPath := filepath.Join(cfg.Dir, "OVMF_VARS.fd")
+	if cfg.Disk != "" {
+		// Each guest gets its own writable copy of the variable store.
+		if err := copyFile(varsPath, cfg.OVMFVars); err != nil {
+			return fail(fmt.Errorf("vm: copy OVMF vars: %w", err))
+		}
+	}
+	lf, err := os.Create(filepath.Join(cfg.Dir, "console.log"))
+	if err != nil {
+		return fail(err)
+	}
+	v.logFile = lf
+	v.Console = NewConsole(lf)
+	v.stderr = NewConsole(cfg.Log)
+
+	qmpPath := filepath.Join(cfg.Dir, "qmp.sock")
+	args := cfg.Args(varsPath, qmpPath)
+	if cfg.Netns != nil {
+		// `ip netns exec` enters the namespace and execs QEMU, so the
+		// process we hold is QEMU itself.
+		v.cmd = cfg.Netns.Command(context.Background(), "qemu-system-x86_64", args...)
+	} else {
+		v.cmd = exec.Command("qemu-system-x86_64", args...)
+	}
+	v.cmd.Stdout = v.Console
+	v.cmd.Stderr = v.stderr
+	// QEMU dies with the test process, even one killed by a timeout.
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	v.Started = time.Now()
+	if err := v.cmd.Start(); err != nil {
+		return fail(fmt.Errorf("vm: start qemu: %w", err))
+	}
+	go func() {
+		v.waitErr = v.cmd.Wait()
+		v.Console.Close()
+		v.stderr.Close()
+		close(v.done)
+	}()
+
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-v.done:
+			cancel() // QEMU failed to start: stop dialing
+		case <-qctx.Done():
+		}
+	}()
+	q, err := DialQMP(qctx, qmpPath)
+	if err != nil {
+		return fail(fmt.Errorf("vm: %w; qemu stderr: %s", err, v.Stderr()))
+	}
+	v.QMP = q
+	return v, nil
+}
+
+// Stderr returns what QEMU printed on its standard error.
+func (v *VM) Stderr() string { return strings.TrimSpace(v.stderr.String()) }
+
+// Done is closed when QEMU has exited.
+func (v *VM) Done() <-chan struct{} { return v.done }
+
+// Wait waits for QEMU to exit on its own and returns its exit error.
+func (v *VM) Wait(ctx context.Context) error {
+	select {
+	case <-v.done:
+		return v.waitErr
+	case <-ctx.Done():
+		return fmt.Errorf("vm: qemu still running: %w", ctx.Err())
+	}
+}
+
+// Close stops QEMU if it still runs (QMP quit, then SIGKILL) and removes
+// what Start created.
+func (v *VM) Close() error {
+	if v.cmd != nil && v.cmd.Process != nil {
+		select {
+		case <-v.done:
+		default:
+			if v.QMP != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				v.QMP.Quit(ctx)
+				cancel()
+			}
+			select {
+			case <-v.done:
+			case <-time.After(10 * time.Second):
+				v.cmd.Process.Kill()
+				<-v.done
+			}
+		}
+	}
+	if v.QMP != nil {
+		v.QMP.Close()
+	}
+	if v.logFile != nil {
+		v.logFile.Close()
+	}
+	if v.rmDir {
+		return os.RemoveAll(v.Dir)
+	}
+	return nil
+}
+
+func copyFile(dst, src string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+// Guest is everything one boot needs: a namespace, a tap with the host
+// side's address, a DHCP server for the guest, and the VM.
+type Guest struct {
+	*VM
+	Netns *Netns
+	DHCP  *DHCPServer
+	// Addr is the guest's address (what DHCP hands out).
+	Addr string
+}
+
+// Guest network inside each namespace. Every guest has its own namespace,
+// so all of them can use the same addresses.
+const (
+	TapName   = "tap0"
+	HostAddr  = "10.77.0.1"
+	GuestAddr = "10.77.0.2"
+	GuestMTU  = 1500
+)
+
+// StartGuest creates a namespace with a tap and a DHCP server, and boots
+// cfg in it. The caller must Close the guest.
+func StartGuest(ctx context.Context, cfg Config) (*Guest, error) {
+	ns, err := CreateNetns()
+	if err != nil {
+		return nil, err
+	}
+	g := &Guest{Netns: ns, Addr: GuestAddr}
+	if err := ns.AddTap(TapName, HostAddr+"/24"); err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.DHCP, err = ns.StartDHCP(DHCPConfig{
+		Iface:    TapName,
+		ServerIP: netIP(HostAddr),
+		ClientIP: netIP(GuestAddr),
+		Mask:     netMask24,
+		Router:   netIP(HostAddr),
+		Lease:    time.Hour,
+		MTU:      GuestMTU,
+	})
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	cfg.Netns, cfg.Tap = ns, TapName
+	g.VM, err = Start(ctx, cfg)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// Close stops the VM, the DHCP server, and removes the namespace.
+func (g *Guest) Close() error {
+	var errs []error
+	if g.VM != nil {
+		errs = append(errs, g.VM.Close())
+	}
+	if g.DHCP != nil {
+		errs = append(errs, g.DHCP.Close())
+	}
+	if g.Netns != nil {
+		errs = append(errs, g.Netns.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Boot is StartGuest for tests: it fails the test on error and releases
+// everything when the test ends. On failure the console log is kept (its
+// path and tail are logged).
+func Boot(ctx context.Context, t testing.TB, cfg Config) *Guest {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = shortTempDir(t)
+	}
+	g, err := StartGuest(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("console log: %s\n--- console tail ---\n%s\n--- qemu stderr ---\n%s",
+				filepath.Join(g.Dir, "console.log"), g.Console.Tail(60), g.Stderr())
+		}
+	})
+	t.Logf("booting %d vCPUs under %s (console: %s)", cfg.CPUs, g.Accel, filepath.Join(g.Dir, "console.log"))
+	return g
+}
+
+// shortTempDir is a temporary directory with a path short enough for a
+// unix socket, removed when the test ends unless it failed (the console
+// log is then kept to read).
+func shortTempDir(t testing.TB) string {
+	d, err := os.MkdirTemp("", "hpvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(d)
+		}
+	})
+	return d
+}
