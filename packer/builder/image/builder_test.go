@@ -1,0 +1,233 @@
+package image
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
+	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
+)
+
+// fixture writes a small module standing in for the hotpath tree: an init
+// and a workload that the image package builds statically. The builder's
+// job does not depend on what they do.
+func fixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"go.mod":                          "module example.com/appliance\n\ngo 1.22\n",
+		"init/main.go":                    "package main\n\nfunc main() { println(\"init\") }\n",
+		"server/cmd/hotpath-json/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"ready\") }\n",
+		"other/main.go":                   "package main\n\nfunc main() {}\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// standInKernel writes a minimal PE32+ x86-64 header followed by the
+// initramfs and command line, so Run can be tested without a 30-minute
+// kernel build; the real kernel runs in the plugin test.
+func standInKernel(t *testing.T) func(context.Context, kernelconfig.Options) (*kernelconfig.Result, error) {
+	dir := t.TempDir()
+	return func(_ context.Context, o kernelconfig.Options) (*kernelconfig.Result, error) {
+		initrd, err := os.ReadFile(o.Initramfs)
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, 0x80)
+		copy(b, "MZ")
+		binary.LittleEndian.PutUint32(b[0x3c:], 0x40)
+		copy(b[0x40:], "PE\x00\x00")
+		binary.LittleEndian.PutUint16(b[0x44:], 0x8664)
+		cmdline := strings.TrimSpace("console=ttyS0 mitigations=off " + o.Cmdline)
+		b = append(append(b, initrd...), cmdline...)
+		p := filepath.Join(dir, "bzImage")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return nil, err
+		}
+		return &kernelconfig.Result{BzImage: p, Key: "stand-in", SourceID: "stand-in", Version: "0.0",
+			ConfigSHA256: "stand-in", Compiler: "none", Cmdline: cmdline, Size: int64(len(b))}, nil
+	}
+}
+
+func TestPrepareDefaults(t *testing.T) {
+	root := fixture(t)
+	t.Chdir(t.TempDir())
+	var b Builder
+	vars, _, err := b.Prepare(map[string]interface{}{"hotpath_root": root}, map[string]string{"packer_build_name": "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.config.OutputDir != "output-app" {
+		t.Errorf("output_directory %q, want output-app", b.config.OutputDir)
+	}
+	if strings.Join(vars, ",") != "DiskImage,Manifest,DiskSHA256" {
+		t.Errorf("generated vars %v", vars)
+	}
+	if text, _ := b.config.initConf(); text != "" {
+		t.Errorf("init.conf %q, want none (the image package's default)", text)
+	}
+}
+
+func TestPrepareInitConfig(t *testing.T) {
+	root := fixture(t)
+	conf := filepath.Join(t.TempDir(), "init.conf")
+	os.WriteFile(conf, []byte("# tuned\nnic.rx_usecs=20"), 0o644)
+	var c Config
+	_, err := c.Prepare(map[string]interface{}{
+		"hotpath_root": root, "output_directory": filepath.Join(t.TempDir(), "out"),
+		"init_config_file": conf, "init_config": map[string]string{"nic.rx_usecs": "40"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := c.initConf()
+	if text != "# tuned\nnic.rx_usecs=20\nnic.rx_usecs=40\n" {
+		t.Errorf("init.conf %q", text)
+	}
+}
+
+func TestPrepareErrors(t *testing.T) {
+	root := fixture(t)
+	existing := t.TempDir()
+	file := filepath.Join(existing, "f")
+	os.WriteFile(file, nil, 0o644)
+	badConf := filepath.Join(existing, "bad.conf")
+	os.WriteFile(badConf, []byte("no.such.key=1\n"), 0o644)
+	base := func(kv ...interface{}) map[string]interface{} {
+		m := map[string]interface{}{"hotpath_root": root, "output_directory": filepath.Join(t.TempDir(), "out")}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		raw  map[string]interface{}
+		want string
+	}{
+		{"output exists", base("output_directory", existing), "exists; delete it or run packer build -force"},
+		{"root not a module", base("hotpath_root", existing), "is not a Go module"},
+		{"both workloads", base("workload", "./x", "workload_binary", file), "workload and workload_binary are exclusive"},
+		{"workload_dir alone", base("workload_dir", existing), "workload_dir needs workload"},
+		{"workload_dir missing", base("workload", "./x", "workload_dir", "/nonexistent"), "workload_dir /nonexistent is not a directory"},
+		{"binary missing", base("workload_binary", "/nonexistent/bin"), "workload_binary"},
+		{"binary is a dir", base("workload_binary", existing), "is not a file"},
+		{"kernel source missing", base("kernel_source", "/nonexistent/linux"), "kernel_source"},
+		{"negative jobs", base("jobs", -1), "jobs must not be negative"},
+		{"bad epoch", base("source_date_epoch", -5), "source_date_epoch -5"},
+		{"multi-line cmdline", base("kernel_cmdline", "a\nb"), "kernel_cmdline must be one line"},
+		{"missing init.conf", base("init_config_file", "/nonexistent.conf"), "init_config_file"},
+		{"unknown init key", base("init_config_file", badConf), "no.such.key"},
+		{"unknown init_config key", base("init_config", map[string]string{"bogus": "1"}), "bogus"},
+		{"bad init_config key", base("init_config", map[string]string{"a=b": "1"}), "must be one key=value line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			_, err := c.Prepare(tc.raw)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+
+	// All problems at once.
+	var c Config
+	_, err := c.Prepare(base("jobs", -1, "kernel_source", "/nonexistent", "workload_dir", existing))
+	if me, ok := err.(*packersdk.MultiError); !ok || len(me.Errors) != 3 {
+		t.Errorf("want 3 errors in a packer.MultiError, got %T %v", err, err)
+	}
+}
+
+// Run builds a real image (real static builds, initramfs, GPT/FAT disk,
+// manifest) with a stand-in kernel.
+func TestRun(t *testing.T) {
+	root := fixture(t)
+	out := filepath.Join(t.TempDir(), "out")
+	b := Builder{kernel: standInKernel(t)}
+	if _, _, err := b.Prepare(map[string]interface{}{
+		"hotpath_root": root, "output_directory": out, "source_date_epoch": 1700000000,
+		"kernel_cmdline": "hotpath.workload.port=8080",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	a, err := b.Run(context.Background(), ui, &packersdk.MockHook{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	t.Logf("UI:\n%s", ui.Text())
+	files := a.Files()
+	if len(files) != 2 || files[0] != filepath.Join(out, "hotpath.img") || files[1] != filepath.Join(out, "manifest.json") {
+		t.Fatalf("files %v", files)
+	}
+	f, err := os.Open(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	io.Copy(h, f)
+	f.Close()
+	sum := hex.EncodeToString(h.Sum(nil))
+	if a.Id() != sum || a.State("disk_sha256") != sum || a.State("disk_image") != files[0] {
+		t.Errorf("artifact id %s, disk sha256 %s", a.Id(), sum)
+	}
+	var m struct{ Disk struct{ SHA256 string } }
+	data, _ := os.ReadFile(files[1])
+	if err := json.Unmarshal(data, &m); err != nil || m.Disk.SHA256 != sum {
+		t.Errorf("manifest disk sha256 %q (%v), want %s", m.Disk.SHA256, err, sum)
+	}
+	if gd, ok := a.State("generated_data").(map[string]interface{}); !ok || gd["DiskSHA256"] != sum {
+		t.Errorf("generated_data %v", a.State("generated_data"))
+	}
+	if !ui.Contains("image: ") || !ui.Contains("hotpath image built") {
+		t.Errorf("UI lacks build progress or summary:\n%s", ui.Text())
+	}
+	if err := a.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Errorf("disk still there after Destroy")
+	}
+}
+
+// A failed build removes the output directory it created and says so.
+func TestRunFailureRemovesOutput(t *testing.T) {
+	root := fixture(t)
+	out := filepath.Join(t.TempDir(), "out")
+	b := Builder{kernel: standInKernel(t)}
+	if _, _, err := b.Prepare(map[string]interface{}{
+		"hotpath_root": root, "output_directory": out, "workload": "./does-not-exist",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	if _, err := b.Run(context.Background(), ui, &packersdk.MockHook{}); err == nil {
+		t.Fatal("no error")
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("output directory left behind")
+	}
+	if !ui.Contains("Removing " + out) {
+		t.Errorf("UI does not report the clean-up:\n%s", ui.Text())
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	hpimage "github.com/hotpath-dev/hotpath/image"
+	"github.com/hotpath-dev/hotpath/packer/builder/image"
+	"github.com/hotpath-dev/hotpath/packer/postprocessor/ami"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+)
+
+// The example template users copy decodes with the components' specs and
+// passes their validation, variables at their defaults.
+func TestExampleTemplate(t *testing.T) {
+	src, err := os.ReadFile("../../example.pkr.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := hclparse.NewParser().ParseHCL(src, "example.pkr.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	content, diags := f.Body.Content(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "source", LabelNames: []string{"type", "name"}},
+		{Type: "build"},
+		{Type: "packer"},
+	}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	vars := map[string]cty.Value{}
+	for _, b := range content.Blocks.OfType("variable") {
+		var v struct {
+			Type    hcl.Expression `hcl:"type"`
+			Default string         `hcl:"default"`
+		}
+		if d := gohcl.DecodeBody(b.Body, nil, &v); d.HasErrors() {
+			t.Fatal(d)
+		}
+		vars[b.Labels[0]] = cty.StringVal(v.Default)
+	}
+	ectx := &hcl.EvalContext{
+		Variables: map[string]cty.Value{"var": cty.ObjectVal(vars)},
+		Functions: map[string]function.Function{
+			"formatdate": stdlib.FormatDateFunc,
+			"timestamp": function.New(&function.Spec{Type: function.StaticReturnType(cty.String),
+				Impl: func([]cty.Value, cty.Type) (cty.Value, error) { return cty.StringVal("2026-01-02T03:04:05Z"), nil }}),
+		},
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := hpimage.FindRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The relative output_directory must not exist yet.
+	t.Chdir(t.TempDir())
+	for _, b := range content.Blocks.OfType("source") {
+		if b.Labels[0] != "hotpath-image" {
+			t.Fatalf("source %s", b.Labels[0])
+		}
+		bld := new(image.Builder)
+		v, d := hcldec.Decode(b.Body, bld.ConfigSpec(), ectx)
+		if d.HasErrors() {
+			t.Fatal(d)
+		}
+		if _, _, err := bld.Prepare(coreVars("hotpath-image"), v, map[string]interface{}{"hotpath_root": root}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range content.Blocks.OfType("build") {
+		bc, d := b.Body.Content(&hcl.BodySchema{
+			Attributes: []hcl.AttributeSchema{{Name: "sources", Required: true}},
+			Blocks:     []hcl.BlockHeaderSchema{{Type: "post-processor", LabelNames: []string{"type"}}},
+		})
+		if d.HasErrors() {
+			t.Fatal(d)
+		}
+		for _, p := range bc.Blocks {
+			if p.Labels[0] != "hotpath-ami" {
+				t.Fatalf("post-processor %s", p.Labels[0])
+			}
+			pp := new(ami.PostProcessor)
+			v, d := hcldec.Decode(p.Body, pp.ConfigSpec(), ectx)
+			if d.HasErrors() {
+				t.Fatal(d)
+			}
+			if got := v.GetAttr("ami_name").AsString(); got != "hotpath-dev-20260102030405" {
+				t.Errorf("ami_name %q", got)
+			}
+			if err := pp.Configure(coreVars("hotpath-image"), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

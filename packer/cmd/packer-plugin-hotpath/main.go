@@ -1,0 +1,29 @@
+// Command packer-plugin-hotpath is the hotpath Packer plugin: the builder
+// hotpath-image (the appliance disk image) and the post-processor
+// hotpath-ami (that disk as an AMI, uploaded with the EBS direct APIs).
+//
+// Packer starts it; run alone it only answers `describe`. Install a local
+// build with `packer plugins install --path packer-plugin-hotpath
+// github.com/hotpath-dev/hotpath`.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/hashicorp/packer-plugin-sdk/plugin"
+	"github.com/hotpath-dev/hotpath/packer/builder/image"
+	"github.com/hotpath-dev/hotpath/packer/postprocessor/ami"
+	"github.com/hotpath-dev/hotpath/packer/version"
+)
+
+func main() {
+	pps := plugin.NewSet()
+	pps.RegisterBuilder("image", new(image.Builder))
+	pps.RegisterPostProcessor("ami", new(ami.PostProcessor))
+	pps.SetVersion(version.Version)
+	if err := pps.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

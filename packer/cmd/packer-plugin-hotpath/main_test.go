@@ -1,0 +1,591 @@
+package main
+
+// These tests drive the built plugin binary the way Packer core does: start
+// it with the magic cookie, read the handshake line, dial the socket it
+// names, and talk to the component through the SDK's RPC client
+// (ConfigSpec, Prepare/Configure with values decoded from an HCL template
+// with that spec, Run/PostProcess with a recording UI). AWS is the fake on
+// 127.0.0.1, reached by the plugin process through the template's
+// custom endpoints.
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hashicorp/packer-plugin-sdk/plugin"
+	packrpc "github.com/hashicorp/packer-plugin-sdk/rpc"
+	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
+	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
+	"github.com/zclconf/go-cty/cty"
+)
+
+var binDir string // holds the built plugin and packer-sdc
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "packer-plugin-hotpath-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := 1
+	if err := build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func build(dir string) error {
+	for _, c := range [][]string{
+		{"go", "build", "-o", filepath.Join(dir, "packer-plugin-hotpath"), "."},
+		{"go", "build", "-o", filepath.Join(dir, "packer-sdc"), "github.com/hashicorp/packer-plugin-sdk/cmd/packer-sdc"},
+	} {
+		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	return nil
+}
+
+func TestDescribe(t *testing.T) {
+	out, err := exec.Command(filepath.Join(binDir, "packer-plugin-hotpath"), "describe").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d plugin.SetDescription
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(d.Builders, ",") != "image" || strings.Join(d.PostProcessors, ",") != "ami" ||
+		d.Version == "" || d.SDKVersion != "0.6.6" || d.ProtocolVersion != plugin.ProtocolVersion2 {
+		t.Errorf("describe: %s", out)
+	}
+}
+
+func TestPluginCheck(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binDir, "packer-sdc"), "plugin-check", "packer-plugin-hotpath")
+	cmd.Dir = binDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("packer-sdc plugin-check: %v\n%s", err, out)
+	}
+}
+
+// Without the magic cookie the plugin refuses to serve.
+func TestNoCookie(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binDir, "packer-plugin-hotpath"), "start", "builder", "image")
+	cmd.Env = withoutCookie(os.Environ())
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Please do not execute plugins directly") {
+		t.Errorf("err %v, output %s", err, out)
+	}
+}
+
+func withoutCookie(env []string) []string {
+	var out []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, plugin.MagicCookieKey+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// start launches one component of the plugin as Packer core does and
+// returns the RPC client after the handshake.
+func start(t *testing.T, kind, name string, proto bool, env ...string) *packrpc.Client {
+	t.Helper()
+	args := []string{"start", kind, name}
+	if proto {
+		args = append(args, "--protobuf")
+	}
+	cmd := exec.Command(filepath.Join(binDir, "packer-plugin-hotpath"), args...)
+	cmd.Env = append(withoutCookie(os.Environ()), plugin.MagicCookieKey+"="+plugin.MagicCookieValue)
+	cmd.Env = append(cmd.Env, env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("plugin did not exit after the client closed; killing it")
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("plugin stderr:\n%s", stderr.String())
+		}
+	})
+
+	// Handshake: "<api major>|<api minor>|<network>|<address>".
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		lines <- line
+		io.Copy(io.Discard, stdout)
+	}()
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("no handshake line; stderr:\n%s", stderr.String())
+	}
+	parts := strings.Split(strings.TrimSpace(line), "|")
+	if len(parts) != 4 || parts[0] != plugin.APIVersionMajor || parts[1] != plugin.APIVersionMinor {
+		cmd.Process.Kill()
+		t.Fatalf("handshake %q, want API %s.%s", line, plugin.APIVersionMajor, plugin.APIVersionMinor)
+	}
+	conn, err := net.Dial(parts[2], parts[3])
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	client, err := packrpc.NewClient(conn)
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	client.UseProto = proto
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// template is a Packer HCL2 template; blocks decodes its source block and
+// its post-processor block with the components' specs, as Packer core
+// does, with var.* available.
+const template = `
+source "hotpath-image" "app" {
+  output_directory  = var.out
+  source_date_epoch = 1700000000
+  init_config = {
+    "nic.rx_usecs" = "20"
+  }
+}
+
+build {
+  sources = ["source.hotpath-image.app"]
+
+  post-processor "hotpath-ami" {
+    region              = "eu-west-1"
+    ami_name            = "hotpath ${var.version}"
+    ami_description     = "hotpath appliance ${var.version}"
+    ami_regions         = ["us-east-1"]
+    ami_users           = ["111122223333"]
+    tags                = { Name = "hotpath", Version = var.version }
+    snapshot_tags       = { Name = "hotpath-root" }
+    access_key          = var.key
+    secret_key          = "secret"
+    custom_endpoint_ec2 = var.endpoint
+    custom_endpoint_ebs = var.endpoint
+    poll_interval       = "20ms"
+    upload_workers      = 8
+  }
+}
+`
+
+func decode(t *testing.T, vars map[string]string, builderSpec, ppSpec hcldec.ObjectSpec) (cty.Value, cty.Value) {
+	t.Helper()
+	f, diags := hclparse.NewParser().ParseHCL([]byte(template), "hotpath.pkr.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	vals := map[string]cty.Value{}
+	for k, v := range vars {
+		vals[k] = cty.StringVal(v)
+	}
+	ectx := &hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(vals)}}
+	content, diags := f.Body.Content(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
+		{Type: "source", LabelNames: []string{"type", "name"}}, {Type: "build"},
+	}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var bv, pv cty.Value
+	for _, b := range content.Blocks {
+		switch b.Type {
+		case "source":
+			if builderSpec == nil {
+				continue
+			}
+			if b.Labels[0] != "hotpath-image" {
+				t.Fatalf("source type %s", b.Labels[0])
+			}
+			bv, diags = hcldec.Decode(b.Body, builderSpec, ectx)
+		case "build":
+			bc, d := b.Body.Content(&hcl.BodySchema{
+				Attributes: []hcl.AttributeSchema{{Name: "sources"}},
+				Blocks:     []hcl.BlockHeaderSchema{{Type: "post-processor", LabelNames: []string{"type"}}},
+			})
+			if d.HasErrors() {
+				t.Fatal(d)
+			}
+			if ppSpec == nil {
+				continue
+			}
+			pp := bc.Blocks[0]
+			if pp.Labels[0] != "hotpath-ami" {
+				t.Fatalf("post-processor type %s", pp.Labels[0])
+			}
+			pv, diags = hcldec.Decode(pp.Body, ppSpec, ectx)
+		}
+		if diags.HasErrors() {
+			t.Fatalf("decode %s block with the plugin's spec: %v", b.Type, diags)
+		}
+	}
+	return bv, pv
+}
+
+// coreVars are the variables Packer core passes next to the decoded body.
+func coreVars(builderType string) map[string]string {
+	return map[string]string{
+		"packer_build_name":   "app",
+		"packer_builder_type": builderType,
+		"packer_core_version": "1.11.2",
+		"packer_debug":        "false",
+		"packer_force":        "false",
+		"packer_on_error":     "cleanup",
+	}
+}
+
+// sparseDisk writes a 1 GiB sparse disk with data in a few blocks, like the
+// image builder's output, and returns its path and sha256.
+func sparseDisk(t *testing.T) (string, string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hotpath.img")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 3*fakeaws.BlockSize+4096)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	h := sha256.New()
+	for _, off := range []int64{0, 1 << 20, 700 << 20, 1<<30 - int64(len(buf))} {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return p, hex.EncodeToString(h.Sum(nil))
+}
+
+// awsEnv keeps the plugin's AWS SDK away from the machine's AWS
+// configuration and from instance metadata.
+func awsEnv(t *testing.T) []string {
+	d := t.TempDir()
+	return []string{
+		"AWS_CONFIG_FILE=" + filepath.Join(d, "config"),
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(d, "credentials"),
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_PROFILE=", "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_REGION=",
+	}
+}
+
+// The post-processor, alone: ConfigSpec, Configure from HCL, PostProcess
+// on a disk image, through the plugin binary (protobuf/msgpack encoding,
+// as current Packer uses).
+func TestPostProcessorRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	f.Inject("PutSnapshotBlock", fakeaws.Fault{Status: 503})
+	disk, sum := sparseDisk(t)
+
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	spec := pp.ConfigSpec()
+	for _, k := range []string{"region", "ami_name", "ami_regions", "encrypt_boot", "kms_key_id", "tags", "snapshot_tags", "skip_region_validation", "upload_workers"} {
+		if _, ok := spec[k]; !ok {
+			t.Errorf("ConfigSpec lacks %s", k)
+		}
+	}
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x"}, nil, spec)
+
+	// A bad configuration is refused with every problem listed.
+	bad := coreVars("hotpath-image")
+	if err := pp.Configure(bad, map[string]interface{}{"upload_workers": -1}); err == nil ||
+		!strings.Contains(err.Error(), "region is required") || !strings.Contains(err.Error(), "ami_name is required") ||
+		!strings.Contains(err.Error(), "upload_workers -1") {
+		t.Errorf("Configure of a bad config: %v", err)
+	}
+
+	if err := pp.Configure(coreVars("hotpath-image"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.builder.image", FilesValue: []string{disk, filepath.Join(filepath.Dir(disk), "manifest.json")}}
+	a, keep, _, err := pp.PostProcess(context.Background(), ui, in)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	t.Logf("UI:\n%s", ui.Text())
+	if !keep {
+		t.Errorf("input artifact not kept")
+	}
+	checkAMIs(t, f, a, ui, sum, 1<<30)
+}
+
+func checkAMIs(t *testing.T, f *fakeaws.Server, a packersdk.Artifact, ui *uitest.UI, sum string, size int64) {
+	t.Helper()
+	if a.BuilderId() != "hotpath.post-processor.ami" {
+		t.Errorf("artifact builder id %s", a.BuilderId())
+	}
+	imgs := f.Images()
+	if len(imgs) != 2 {
+		t.Fatalf("%d images, want eu-west-1 and its us-east-1 copy", len(imgs))
+	}
+	want := "eu-west-1:" + imgs[0].ID + ",us-east-1:" + imgs[1].ID
+	if imgs[0].Region != "eu-west-1" {
+		want = "eu-west-1:" + imgs[1].ID + ",us-east-1:" + imgs[0].ID
+	}
+	if a.Id() != want {
+		t.Errorf("artifact id %q, want %q", a.Id(), want)
+	}
+	for _, im := range imgs {
+		if im.Name != "hotpath 1.0" || im.Tags["Version"] != "1.0" || im.State != "available" ||
+			im.BootMode != "uefi" || im.Imds != "v2.0" || !im.EnaSupport || im.SriovNetSupport != "simple" ||
+			im.Architecture != "x86_64" || im.VolumeType != "gp3" || !im.DeleteOnTermination ||
+			strings.Join(im.LaunchUsers, ",") != "111122223333" {
+			t.Errorf("image %+v", im)
+		}
+	}
+	var snap string
+	for _, s := range f.Snapshots() {
+		if s.Region == "eu-west-1" {
+			snap = s.ID
+		}
+	}
+	got, err := f.SnapshotSHA256(snap, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != sum {
+		t.Errorf("snapshot reassembled from the uploaded blocks: sha256 %s, disk %s", got, sum)
+	}
+	for _, s := range []string{"Started snapshot", "written", "MiB/s", "ETA", "is available in us-east-1"} {
+		if !ui.Contains(s) {
+			t.Errorf("UI does not say %q", s)
+		}
+	}
+}
+
+// fixtureRoot is a module standing in for the hotpath tree, for builder
+// runs that must not depend on the real init compiling.
+func fixtureRoot(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"go.mod":       "module example.com/appliance\n\ngo 1.22\n",
+		"init/main.go": "package main\n\nfunc main() { println(\"init\") }\n",
+	} {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// The builder through RPC (gob encoding, as older Packer uses): spec,
+// Prepare from HCL plus core variables, and a Run that the image package
+// refuses (a dynamically linked workload): the error and the clean-up
+// reach the caller.
+func TestBuilderRPCRefusesDynamicWorkload(t *testing.T) {
+	client := start(t, "builder", "image", false)
+	b := client.Builder()
+	spec := b.ConfigSpec()
+	for _, k := range []string{"output_directory", "workload", "workload_binary", "init_config", "kernel_source", "hotpath_root"} {
+		if _, ok := spec[k]; !ok {
+			t.Errorf("ConfigSpec lacks %s", k)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	cfg, _ := decode(t, map[string]string{"out": out, "version": "1", "key": "k", "endpoint": "http://x"}, spec, nil)
+
+	// Bad values are refused at Prepare, all of them.
+	if _, _, err := b.Prepare(coreVars("hotpath-image"), cfg, map[string]interface{}{"jobs": -1, "kernel_source": "/nonexistent"}); err == nil ||
+		!strings.Contains(err.Error(), "jobs must not be negative") || !strings.Contains(err.Error(), "kernel_source") {
+		t.Errorf("Prepare of a bad config: %v", err)
+	}
+
+	dynamic, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no dynamically linked binary to refuse")
+	}
+	vars, _, err := b.Prepare(coreVars("hotpath-image"), cfg, map[string]interface{}{
+		"hotpath_root": fixtureRoot(t), "workload_binary": dynamic,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(vars, ",") != "DiskImage,Manifest,DiskSHA256" {
+		t.Errorf("generated vars %v", vars)
+	}
+	ui := new(uitest.UI)
+	a, err := b.Run(context.Background(), ui, &packersdk.MockHook{})
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "static") {
+		t.Fatalf("Run: artifact %v, err %v; want a refusal of the non-static workload", a, err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("output directory left behind")
+	}
+	if !ui.Contains("Removing " + out) {
+		t.Errorf("UI does not report the clean-up")
+	}
+}
+
+// The whole pipeline the way `packer build` runs the example: the builder
+// plugin builds the real appliance (hotpath's init and JSON server, the
+// real kernel from the cache or built now), and its artifact is handed to
+// the post-processor plugin, which uploads it to the fake AWS and
+// registers the AMIs. A cold kernel build takes ~30 minutes on 2 cores;
+// -short skips this test.
+func TestBuildAndPostProcessRPC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the real image build")
+	}
+	if _, err := os.Stat("/usr/src/linux-source-6.1.tar.xz"); err != nil && os.Getenv("HOTPATH_KERNEL_SOURCE") == "" {
+		t.Skip("no kernel source (image/deps.sh installs linux-source-6.1)")
+	}
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	vars := map[string]string{"out": out, "version": "1.0", "key": "AKIDRPC", "endpoint": f.URL}
+
+	bc := start(t, "builder", "image", true)
+	b := bc.Builder()
+	bcfg, _ := decode(t, vars, b.ConfigSpec(), nil)
+	extra := map[string]interface{}{}
+	if src := os.Getenv("HOTPATH_KERNEL_SOURCE"); src != "" {
+		extra["kernel_source"] = src
+	}
+	if _, _, err := b.Prepare(coreVars("hotpath-image"), bcfg, extra); err != nil {
+		t.Fatal(err)
+	}
+	bui := new(uitest.UI)
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Minute)
+	defer cancel()
+	art, err := b.Run(ctx, bui, &packersdk.MockHook{})
+	t.Logf("builder UI:\n%s", bui.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(out, "hotpath.img")
+	if files := art.Files(); len(files) != 2 || files[0] != disk {
+		t.Fatalf("artifact files %v", files)
+	}
+	fi, err := os.Stat(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	df, _ := os.Open(disk)
+	h := sha256.New()
+	io.Copy(h, df)
+	df.Close()
+	sum := hex.EncodeToString(h.Sum(nil))
+	if art.Id() != sum {
+		t.Errorf("artifact id %s, disk sha256 %s", art.Id(), sum)
+	}
+
+	pc := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := pc.PostProcessor()
+	_, pcfg := decode(t, vars, nil, pp.ConfigSpec())
+	if err := pp.Configure(coreVars("hotpath-image"), pcfg); err != nil {
+		t.Fatal(err)
+	}
+	pui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(ctx, pui, art)
+	t.Logf("post-processor UI:\n%s", pui.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAMIs(t, f, a, pui, sum, fi.Size())
+}
+
+// Cancelling the build (Packer core cancels the context, the RPC client
+// calls Cancel on the plugin) stops the upload and deletes the snapshot.
+func TestPostProcessorRPCCancel(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	disk, _ := sparseDisk(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	f.OnPut = func(string, int32) { once.Do(cancel) }
+
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x"}, nil, pp.ConfigSpec())
+	if err := pp.Configure(coreVars("hotpath-image"), cfg, map[string]interface{}{"upload_workers": 1}); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(ctx, ui, &packersdk.MockArtifact{FilesValue: []string{disk}})
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil {
+		t.Fatalf("no error after cancel; artifact %v", a)
+	}
+	if n, m := len(f.Snapshots()), len(f.Images()); n != 0 || m != 0 {
+		t.Errorf("left behind after cancel: %d snapshots, %d images", n, m)
+	}
+	if !ui.Contains("Deleted snapshot") {
+		t.Errorf("UI does not report the clean-up")
+	}
+}

@@ -1,0 +1,275 @@
+// Package fakeaws is a strict, in-memory stand-in for the two AWS APIs the
+// AMI post-processor talks to: the EBS direct REST API (restJson1) and the
+// EC2 Query API (form-encoded requests, XML responses). Tests point the real
+// SDK clients at it with a base endpoint, so what is checked is the wire
+// format the SDK produces, not a Go interface.
+//
+// Strict means: it rejects what AWS rejects for the operations used —
+// blocks that are not exactly the snapshot's block size, a block checksum
+// that does not match its bytes, a CompleteSnapshot whose changed-block
+// count or LINEAR aggregate checksum disagrees with what was stored, an AMI
+// referring to a snapshot that is not completed, deleting a snapshot an AMI
+// still uses. Requests must carry a SigV4 Authorization header whose scope
+// names the right service; the region of the scope is the region the
+// resource lives in, so one server plays every region.
+package fakeaws
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// BlockSize is what StartSnapshot answers, as EBS does.
+const BlockSize = 524288
+
+const gib = 1 << 30
+
+// Fault is an error response to inject.
+type Fault struct {
+	Status  int
+	Code    string // error code; empty sends a bare status with no body
+	Message string
+	Reason  string // EBS ValidationException reason
+}
+
+// Snapshot is a snapshot as the fake stores it.
+type Snapshot struct {
+	ID, Region, OwnerID string
+	VolumeSize          int64
+	Encrypted           bool
+	KmsKeyArn           string
+	Description         string
+	ClientToken         string
+	Timeout             int32
+	Tags                map[string]string
+	Blocks              map[int32][]byte
+	Sums                map[int32][]byte // raw SHA-256 per stored block
+	State               string           // pending, completed, error
+	ChangedBlocks       int32
+	Checksum            string
+	// polls left before a completed upload reports "completed"
+	pendingPolls int
+	// Completed is set by a successful CompleteSnapshot.
+	Completed bool
+}
+
+// Image is an AMI as the fake stores it.
+type Image struct {
+	ID, Region, Name, Description string
+	Architecture, Virtualization  string
+	RootDevice, BootMode, Imds    string
+	SriovNetSupport               string
+	EnaSupport                    bool
+	SnapshotID, VolumeType        string
+	VolumeSize                    int64
+	DeleteOnTermination           bool
+	Tags                          map[string]string
+	LaunchUsers, LaunchGroups     []string
+	SourceRegion, SourceImageID   string
+	State                         string
+	// Params are the decoded request parameters that created the image.
+	Params       map[string]string
+	pendingPolls int
+}
+
+// Call is one request the fake answered.
+type Call struct {
+	Op, Region string
+	Status     int
+}
+
+// Server is the fake endpoint.
+type Server struct {
+	*httptest.Server
+	AccessKey string
+
+	mu        sync.Mutex
+	snapshots map[string]*Snapshot
+	images    map[string]*Image
+	tokens    map[string]string // StartSnapshot client token -> snapshot id
+	faults    map[string][]Fault
+	always    map[string]Fault
+	calls     []Call
+	seq       int
+	// PendingPolls is how many DescribeSnapshots/DescribeImages answers
+	// say "pending" before "completed"/"available" (default 1), so that
+	// the waiters really wait.
+	PendingPolls int
+	// OnPut, if set, is called for each accepted block (outside the lock).
+	OnPut func(snapshotID string, index int32)
+}
+
+// New starts a fake on 127.0.0.1. Only requests signed with accessKey are
+// accepted.
+func New(accessKey string) *Server {
+	s := &Server{
+		AccessKey:    accessKey,
+		snapshots:    map[string]*Snapshot{},
+		images:       map[string]*Image{},
+		tokens:       map[string]string{},
+		faults:       map[string][]Fault{},
+		always:       map[string]Fault{},
+		PendingPolls: 1,
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Inject queues faults for op: its next len(f) calls fail, in order.
+func (s *Server) Inject(op string, f ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[op] = append(s.faults[op], f...)
+}
+
+// FailAlways makes every call of op fail with f.
+func (s *Server) FailAlways(op string, f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.always[op] = f
+}
+
+func (s *Server) fault(op string) (Fault, bool) {
+	if f, ok := s.always[op]; ok {
+		return f, true
+	}
+	if q := s.faults[op]; len(q) > 0 {
+		s.faults[op] = q[1:]
+		return q[0], true
+	}
+	return Fault{}, false
+}
+
+// Calls returns the requests answered so far.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// CountCalls counts answered calls of op with the given status (0: any).
+func (s *Server) CountCalls(op string, status int) int {
+	n := 0
+	for _, c := range s.Calls() {
+		if c.Op == op && (status == 0 || c.Status == status) {
+			n++
+		}
+	}
+	return n
+}
+
+// Snapshots returns copies of the stored snapshots, sorted by id.
+func (s *Server) Snapshots() []Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Snapshot
+	for _, sn := range s.snapshots {
+		out = append(out, *sn)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Images returns copies of the registered images, sorted by id.
+func (s *Server) Images() []Image {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Image
+	for _, im := range s.images {
+		out = append(out, *im)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// SnapshotSHA256 reassembles the first length bytes of a snapshot's volume
+// from its stored blocks (unwritten blocks read as zeros, as on EBS) and
+// returns their hex SHA-256.
+func (s *Server) SnapshotSHA256(id string, length int64) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.snapshots[id]
+	if !ok {
+		return "", fmt.Errorf("no snapshot %s", id)
+	}
+	h := sha256.New()
+	zero := make([]byte, BlockSize)
+	for off := int64(0); off < length; off += BlockSize {
+		b, ok := sn.Blocks[int32(off/BlockSize)]
+		if !ok {
+			b = zero
+		}
+		h.Write(b[:min(int64(BlockSize), length-off)])
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// BlocksBeyond counts stored blocks of a snapshot that start at or after
+// offset length and hold anything but zeros.
+func (s *Server) BlocksBeyond(id string, length int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i, b := range s.snapshots[id].Blocks {
+		if int64(i)*BlockSize >= length && strings.Trim(string(b), "\x00") != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Server) nextID(prefix string) string {
+	s.seq++
+	return fmt.Sprintf("%s-%017x", prefix, s.seq)
+}
+
+var scopeRE = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=([^/]+)/\d{8}/([a-z0-9-]+)/([a-z0-9]+)/aws4_request, SignedHeaders=[a-z0-9;-]+, Signature=[0-9a-f]{64}$`)
+
+// scope checks the SigV4 Authorization header and returns its region and
+// service.
+func (s *Server) scope(r *http.Request) (region, service string, err error) {
+	m := scopeRE.FindStringSubmatch(r.Header.Get("Authorization"))
+	if m == nil {
+		return "", "", fmt.Errorf("missing or malformed SigV4 Authorization header %q", r.Header.Get("Authorization"))
+	}
+	if m[1] != s.AccessKey {
+		return "", "", fmt.Errorf("unknown access key %q", m[1])
+	}
+	if r.Header.Get("X-Amz-Date") == "" {
+		return "", "", fmt.Errorf("missing X-Amz-Date")
+	}
+	return m[2], m[3], nil
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	region, service, err := s.scope(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	switch service {
+	case "ebs":
+		s.serveEBS(w, r, region)
+	case "ec2":
+		s.serveEC2(w, r, region)
+	default:
+		http.Error(w, "unknown service "+service, http.StatusBadRequest)
+	}
+}
+
+func (s *Server) record(op, region string, status int) {
+	s.calls = append(s.calls, Call{Op: op, Region: region, Status: status})
+}
+
+func b64sha(b []byte) (string, []byte) {
+	sum := sha256.Sum256(b)
+	return base64.StdEncoding.EncodeToString(sum[:]), sum[:]
+}

@@ -1,0 +1,94 @@
+package ami
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	registryimage "github.com/hashicorp/packer-plugin-sdk/packer/registry/image"
+)
+
+// BuilderID identifies artifacts of this post-processor.
+const BuilderID = "hotpath.post-processor.ami"
+
+// Artifact is a set of AMIs, one per region, like the amazon plugin's.
+type Artifact struct {
+	// Amis maps region to AMI id.
+	Amis map[string]string
+	// Snapshots maps region to the AMI's root snapshot id.
+	Snapshots map[string]string
+	// SourceImage is the raw disk the AMIs were made from.
+	SourceImage string
+
+	clients *clients
+}
+
+func (a *Artifact) BuilderId() string { return BuilderID }
+
+// Files is empty: AMIs live in AWS.
+func (a *Artifact) Files() []string { return nil }
+
+// Id is "region:ami-id" pairs, comma separated, sorted by region (the
+// amazon plugin's format, which tools parse).
+func (a *Artifact) Id() string {
+	var parts []string
+	for _, r := range sortedRegions(a.Amis) {
+		parts = append(parts, r+":"+a.Amis[r])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (a *Artifact) String() string {
+	var b strings.Builder
+	b.WriteString("AMIs were created:\n")
+	for _, r := range sortedRegions(a.Amis) {
+		fmt.Fprintf(&b, "%s: %s\n", r, a.Amis[r])
+	}
+	return b.String()
+}
+
+// State answers the HCP Packer registry's query and the ids by name.
+func (a *Artifact) State(name string) interface{} {
+	switch name {
+	case registryimage.ArtifactStateURI:
+		var imgs []*registryimage.Image
+		for _, r := range sortedRegions(a.Amis) {
+			imgs = append(imgs, &registryimage.Image{
+				ImageID: a.Amis[r], ProviderName: "aws", ProviderRegion: r,
+				SourceImageID: a.SourceImage,
+			})
+		}
+		return imgs
+	case "amis":
+		return a.Amis
+	case "snapshots":
+		return a.Snapshots
+	}
+	return nil
+}
+
+// Destroy deregisters every AMI and deletes its snapshot.
+func (a *Artifact) Destroy() error {
+	if a.clients == nil {
+		return fmt.Errorf("artifact %s: no AWS clients to destroy it with", a.Id())
+	}
+	var errs []string
+	regions := make([]string, 0, len(a.Amis))
+	for r := range a.Amis {
+		regions = append(regions, r)
+	}
+	sort.Strings(regions)
+	for _, r := range regions {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		err := deleteImage(ctx, a.clients.ec2(r), a.Amis[r])
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", r, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("destroy AMIs: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package ami
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+)
+
+func minimal() map[string]interface{} {
+	return map[string]interface{}{"region": "eu-west-1", "ami_name": "hotpath test"}
+}
+
+func with(kv ...interface{}) map[string]interface{} {
+	m := minimal()
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == nil {
+			delete(m, kv[i].(string))
+			continue
+		}
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+func TestPrepareDefaults(t *testing.T) {
+	var c Config
+	warns, err := c.Prepare(minimal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warns) != 0 {
+		t.Errorf("warnings %v", warns)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want interface{}
+	}{
+		{"max_retries", c.MaxRetries, DefaultMaxRetries},
+		{"upload_workers", c.UploadWorkers, DefaultUploadWorkers},
+		{"upload_attempts", c.UploadAttempts, DefaultUploadAttempts},
+		{"snapshot_timeout", c.SnapshotTimeout, DefaultSnapshotTimeout},
+		{"wait_timeout", c.WaitTimeout, DefaultWaitTimeout},
+		{"poll_interval", c.PollInterval, DefaultPollInterval},
+		{"volume_size", c.VolumeSize, int64(0)},
+		{"encrypt_boot", c.EncryptBoot, false},
+		{"region", c.RawRegion, "eu-west-1"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestPrepareValues(t *testing.T) {
+	var c Config
+	warns, err := c.Prepare(with(
+		"ami_regions", []string{"us-east-1", "eu-west-1", "us-east-1", "ap-southeast-2"},
+		"ami_users", []string{"123456789012"},
+		"ami_groups", []string{"all"},
+		"encrypt_boot", true,
+		"kms_key_id", "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"snapshot_timeout", "2h",
+		"poll_interval", "250ms",
+		"upload_workers", 64,
+		"tags", map[string]string{"Name": "x"},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.AMIRegions, ","); got != "us-east-1,ap-southeast-2" {
+		t.Errorf("ami_regions %s: the build region and duplicates must go", got)
+	}
+	if len(warns) != 3 {
+		t.Errorf("warnings %q, want build region, duplicate, public", warns)
+	}
+	if c.SnapshotTimeout != 2*time.Hour || c.PollInterval != 250*time.Millisecond || c.UploadWorkers != 64 || c.Tags["Name"] != "x" {
+		t.Errorf("decoded %+v", c)
+	}
+}
+
+func TestPrepareErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  map[string]interface{}
+		want string
+	}{
+		{"no region", with("region", nil), "region is required"},
+		{"bad region", with("region", "moon-1"), `region "moon-1" is not an AWS region`},
+		{"keys alone", with("access_key", "AKID"), "access_key and secret_key must be given together"},
+		{"secret alone", with("secret_key", "s"), "access_key and secret_key must be given together"},
+		{"token alone", with("token", "t"), "token needs access_key"},
+		{"bad ec2 endpoint", with("custom_endpoint_ec2", "localhost:1"), "custom_endpoint_ec2"},
+		{"bad ebs endpoint", with("custom_endpoint_ebs", "ftp://x"), "custom_endpoint_ebs"},
+		{"negative retries", with("max_retries", -1), "max_retries must not be negative"},
+		{"no name", with("ami_name", nil), "ami_name is required"},
+		{"short name", with("ami_name", "ab"), "ami_name \"ab\" must be 3 to 128"},
+		{"bad name", with("ami_name", "a*b*c"), "ami_name \"a*b*c\""},
+		{"long name", with("ami_name", strings.Repeat("a", 129)), "must be 3 to 128"},
+		{"long description", with("ami_description", strings.Repeat("d", 256)), "ami_description is 256 characters"},
+		{"empty copy region", with("ami_regions", []string{""}), "ami_regions: empty region name"},
+		{"bad copy region", with("ami_regions", []string{"mars-north-1x"}), `ami_regions: "mars-north-1x"`},
+		{"bad user", with("ami_users", []string{"1234"}), `ami_users: "1234" is not a 12-digit`},
+		{"bad group", with("ami_groups", []string{"friends"}), `ami_groups: "friends"`},
+		{"empty tag key", with("tags", map[string]string{"": "v"}), "tags: empty tag key"},
+		{"aws tag", with("snapshot_tags", map[string]string{"aws:x": "v"}), "snapshot_tags: key \"aws:x\" uses the reserved"},
+		{"long tag key", with("tags", map[string]string{strings.Repeat("k", 129): "v"}), "longer than 128"},
+		{"long tag value", with("tags", map[string]string{"k": strings.Repeat("v", 257)}), "longer than 256"},
+		{"kms without encryption", with("kms_key_id", "arn:aws:kms:eu-west-1:123456789012:key/abc"), "kms_key_id needs encrypt_boot"},
+		{"kms not an arn", with("encrypt_boot", true, "kms_key_id", "alias/mine"), "must be a KMS key ARN"},
+		{"negative volume", with("volume_size", -1), "volume_size -1 GiB"},
+		{"huge volume", with("volume_size", 20000), "volume_size 20000 GiB"},
+		{"too many workers", with("upload_workers", 1000), "upload_workers 1000"},
+		{"negative workers", with("upload_workers", -2), "upload_workers -2"},
+		{"negative attempts", with("upload_attempts", -1), "upload_attempts must not be negative"},
+		{"short snapshot timeout", with("snapshot_timeout", "5m"), "snapshot_timeout 5m0s is outside"},
+		{"long snapshot timeout", with("snapshot_timeout", "100h"), "snapshot_timeout 100h0m0s is outside"},
+		{"negative wait", with("wait_timeout", "-1s"), "wait_timeout must be positive"},
+		{"negative poll", with("poll_interval", "-1s"), "poll_interval must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			_, err := c.Prepare(tc.raw)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// skip_region_validation lets any region name through.
+func TestPrepareSkipRegionValidation(t *testing.T) {
+	var c Config
+	if _, err := c.Prepare(with("region", "local-test", "ami_regions", []string{"other"}, "skip_region_validation", true)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every problem is reported at once, not only the first.
+func TestPrepareReportsAllErrors(t *testing.T) {
+	var c Config
+	_, err := c.Prepare(map[string]interface{}{
+		"ami_users":      []string{"nope"},
+		"upload_workers": -1,
+		"kms_key_id":     "x",
+	})
+	me, ok := err.(*packersdk.MultiError)
+	if !ok {
+		t.Fatalf("error %T %v, want *packer.MultiError", err, err)
+	}
+	// region, ami_name, ami_users, kms needs encrypt_boot, kms not ARN, workers
+	if len(me.Errors) != 6 {
+		t.Errorf("%d errors, want 6:\n%v", len(me.Errors), err)
+	}
+}

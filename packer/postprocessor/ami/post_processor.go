@@ -1,0 +1,116 @@
+// Package ami is the hotpath-ami post-processor: it uploads the raw disk
+// image of its input artifact into an EBS snapshot with the EBS direct
+// APIs and registers it as a UEFI, ENA, IMDSv2-only x86_64 AMI, optionally
+// copied to more regions and shared. Whatever it created is deleted again
+// when a step fails or the build is cancelled.
+package ami
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/packer-plugin-sdk/multistep"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+)
+
+// PostProcessor implements packersdk.PostProcessor.
+type PostProcessor struct {
+	config   Config
+	warnings []string
+
+	// Hooks for tests; zero values are the production behaviour.
+	loadOptions   []func(*awsconfig.LoadOptions) error
+	progressEvery time.Duration
+}
+
+var _ packersdk.PostProcessor = (*PostProcessor)(nil)
+
+func (p *PostProcessor) ConfigSpec() hcldec.ObjectSpec { return p.config.FlatMapstructure().HCL2Spec() }
+
+// Configure decodes and validates the configuration. Warnings are shown
+// when the post-processor runs, as Configure has no UI.
+func (p *PostProcessor) Configure(raws ...interface{}) error {
+	w, err := p.config.Prepare(raws...)
+	p.warnings = w
+	return err
+}
+
+// PostProcess turns the input artifact's raw disk into AMIs. The input
+// artifact is kept unless the template says otherwise: the disk image is
+// the build's other deliverable (the same bytes boot in QEMU).
+func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in packersdk.Artifact) (packersdk.Artifact, bool, bool, error) {
+	for _, w := range p.warnings {
+		ui.Say("Warning: " + w)
+	}
+	path, err := diskImage(p.config.ImagePath, in)
+	if err != nil {
+		return nil, true, false, err
+	}
+	cl, err := newClients(ctx, &p.config.AccessConfig, p.loadOptions...)
+	if err != nil {
+		return nil, true, false, err
+	}
+
+	state := new(multistep.BasicStateBag)
+	state.Put(keyConfig, &p.config)
+	state.Put(keyUI, ui)
+	state.Put(keyClients, cl)
+	state.Put(keyImagePath, path)
+	runner := &multistep.BasicRunner{Steps: []multistep.Step{
+		&stepUpload{progressEvery: p.progressEvery},
+		&stepRegister{},
+		&stepCopy{},
+		&stepLaunchPermissions{},
+	}}
+	runner.Run(ctx, state)
+
+	if err, ok := state.GetOk(keyError); ok {
+		return nil, true, false, err.(error)
+	}
+	if _, ok := state.GetOk(multistep.StateCancelled); ok {
+		return nil, true, false, fmt.Errorf("cancelled; everything created was deleted")
+	}
+	a := &Artifact{
+		Amis:        state.Get(keyAMIs).(map[string]string),
+		Snapshots:   state.Get(keySnapshots).(map[string]string),
+		SourceImage: path,
+		clients:     cl,
+	}
+	return a, true, false, nil
+}
+
+// diskImage finds the raw disk to upload: image_path if set, else the
+// artifact's .img or .raw file.
+func diskImage(override string, a packersdk.Artifact) (string, error) {
+	path := override
+	if path == "" && a != nil {
+		if s, ok := a.State("disk_image").(string); ok && s != "" {
+			path = s
+		}
+		for _, f := range a.Files() {
+			if path != "" {
+				break
+			}
+			if ext := strings.ToLower(filepath.Ext(f)); ext == ".img" || ext == ".raw" {
+				path = f
+			}
+		}
+	}
+	if path == "" {
+		return "", errNoImage
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("disk image: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("disk image %s is not a regular file", path)
+	}
+	return path, nil
+}

@@ -1,0 +1,352 @@
+package ami
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
+	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
+)
+
+const bs = fakeaws.BlockSize
+
+// diskFile writes a sparse test disk: data blocks at the given block
+// indexes (and a zero-filled but allocated block at zeroAt), size bytes
+// long. It returns the path and the sha256 of the whole file.
+func diskFile(t *testing.T, size int64, dataAt []int, zeroAt int) (string, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hotpath.img")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	buf := make([]byte, bs)
+	for _, i := range dataAt {
+		for j := range buf {
+			buf[j] = byte(rng.Uint32())
+		}
+		buf[0] = 0xff
+		if _, err := f.WriteAt(buf[:min(int64(bs), size-int64(i)*bs)], int64(i)*bs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if zeroAt >= 0 {
+		if _, err := f.WriteAt(make([]byte, bs), int64(zeroAt)*bs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return path, hex.EncodeToString(sum[:])
+}
+
+func fastRetries() awsconfig.LoadOptionsFunc {
+	return awsconfig.WithRetryer(func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 4
+			o.MaxBackoff = 5 * time.Millisecond
+			o.RateLimiter = ratelimit.None
+		})
+	})
+}
+
+// newPP configures a post-processor against the fake the way a template
+// would, with extra settings on top.
+func newPP(t *testing.T, f *fakeaws.Server, extra map[string]interface{}) *PostProcessor {
+	t.Helper()
+	raw := map[string]interface{}{
+		"region":              "eu-west-1",
+		"ami_name":            "hotpath test",
+		"ami_description":     "tuned appliance",
+		"access_key":          f.AccessKey,
+		"secret_key":          "secret",
+		"custom_endpoint_ec2": f.URL,
+		"custom_endpoint_ebs": f.URL,
+		"poll_interval":       "5ms",
+		"upload_workers":      4,
+		"tags":                map[string]string{"Name": "hotpath", "Team": "perf"},
+		"snapshot_tags":       map[string]string{"Name": "hotpath-root"},
+	}
+	for k, v := range extra {
+		raw[k] = v
+	}
+	pp := &PostProcessor{loadOptions: []func(*awsconfig.LoadOptions) error{fastRetries()}, progressEvery: time.Nanosecond}
+	if err := pp.Configure(raw); err != nil {
+		t.Fatal(err)
+	}
+	return pp
+}
+
+func input(path string) packersdk.Artifact {
+	return &packersdk.MockArtifact{FilesValue: []string{path, filepath.Join(filepath.Dir(path), "manifest.json")}}
+}
+
+func TestPostProcess(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	size := int64(3*bs + 1000)
+	path, sum := diskFile(t, size, []int{0, 2, 3}, 1)
+	pp := newPP(t, f, map[string]interface{}{
+		"ami_regions": []string{"us-east-1", "ap-southeast-2"},
+		"ami_users":   []string{"111122223333"},
+		"ami_groups":  []string{"all"},
+	})
+	ui := new(uitest.UI)
+	a, keep, force, err := pp.PostProcess(context.Background(), ui, input(path))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	if !keep || force {
+		t.Errorf("keep %v force %v: the disk image is kept by default, overridable", keep, force)
+	}
+	t.Logf("UI:\n%s", ui.Text())
+	art := a.(*Artifact)
+	if art.BuilderId() != BuilderID || len(art.Amis) != 3 {
+		t.Fatalf("artifact %s %v", art.BuilderId(), art.Amis)
+	}
+	if !strings.HasPrefix(art.Id(), "ap-southeast-2:ami-") || !strings.Contains(art.String(), "eu-west-1: ami-") {
+		t.Errorf("Id %q String %q", art.Id(), art.String())
+	}
+
+	snap := art.Snapshots["eu-west-1"]
+	got, err := f.SnapshotSHA256(snap, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != sum {
+		t.Errorf("snapshot reassembled from the uploaded blocks: sha256 %s, disk image %s", got, sum)
+	}
+	// Unencrypted: the hole and the zero block are skipped.
+	if n := f.CountCalls("PutSnapshotBlock", 201); n != 3 {
+		t.Errorf("%d blocks written, want the 3 data blocks", n)
+	}
+
+	imgs := f.Images()
+	if len(imgs) != 3 {
+		t.Fatalf("%d images", len(imgs))
+	}
+	for _, im := range imgs {
+		if im.ID != art.Amis[im.Region] {
+			t.Errorf("image %s in %s not in the artifact %v", im.ID, im.Region, art.Amis)
+		}
+		if im.State != "available" || im.Tags["Team"] != "perf" || strings.Join(im.LaunchUsers, ",") != "111122223333" || strings.Join(im.LaunchGroups, ",") != "all" {
+			t.Errorf("image %+v", im)
+		}
+		if im.Region != "eu-west-1" && (im.SourceImageID != art.Amis["eu-west-1"] || im.SourceRegion != "eu-west-1") {
+			t.Errorf("copy %s comes from %s/%s", im.ID, im.SourceRegion, im.SourceImageID)
+		}
+	}
+	var reg fakeaws.Image
+	for _, im := range imgs {
+		if im.Region == "eu-west-1" {
+			reg = im
+		}
+	}
+	for k, want := range map[string]string{
+		"Name":                                         "hotpath test",
+		"Description":                                  "tuned appliance",
+		"Architecture":                                 "x86_64",
+		"VirtualizationType":                           "hvm",
+		"RootDeviceName":                               "/dev/xvda",
+		"BlockDeviceMapping.1.DeviceName":              "/dev/xvda",
+		"BlockDeviceMapping.1.Ebs.SnapshotId":          snap,
+		"BlockDeviceMapping.1.Ebs.VolumeType":          "gp3",
+		"BlockDeviceMapping.1.Ebs.DeleteOnTermination": "true",
+		"EnaSupport":                                   "true",
+		"SriovNetSupport":                              "simple",
+		"BootMode":                                     "uefi",
+		"ImdsSupport":                                  "v2.0",
+		"TagSpecification.1.ResourceType":              "image",
+	} {
+		if got := reg.Params[k]; got != want {
+			t.Errorf("RegisterImage %s = %q, want %q", k, got, want)
+		}
+	}
+	for _, sn := range f.Snapshots() {
+		if sn.Tags["Name"] != "hotpath-root" {
+			t.Errorf("snapshot %s in %s tags %v", sn.ID, sn.Region, sn.Tags)
+		}
+	}
+	for _, want := range []string{"blocks 4/4 (100.0%), 3 written", "MiB/s", "ETA", "AMI " + art.Amis["us-east-1"] + " is available in us-east-1"} {
+		if !ui.Contains(want) {
+			t.Errorf("UI does not say %q:\n%s", want, ui.Text())
+		}
+	}
+
+	// Destroy removes everything again.
+	if err := a.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
+		t.Errorf("after Destroy: %d images, %d snapshots", n, m)
+	}
+}
+
+func TestPostProcessEncrypted(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	size := int64(6 * bs)
+	path, sum := diskFile(t, size, []int{0, 4}, 2)
+	key := "arn:aws:kms:eu-west-1:123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab"
+	pp := newPP(t, f, map[string]interface{}{"encrypt_boot": true, "kms_key_id": key, "volume_size": 4})
+	ui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	if n := f.CountCalls("PutSnapshotBlock", 201); n != 6 {
+		t.Errorf("%d blocks written, want all 6 (encrypted uploads send zeros and holes)", n)
+	}
+	sn := f.Snapshots()[0]
+	if !sn.Encrypted || sn.KmsKeyArn != key || sn.VolumeSize != 4 {
+		t.Errorf("snapshot %+v", sn)
+	}
+	if got, _ := f.SnapshotSHA256(a.(*Artifact).Snapshots["eu-west-1"], size); got != sum {
+		t.Errorf("sha256 %s, want %s", got, sum)
+	}
+	if im := f.Images()[0]; im.VolumeSize != 4 {
+		t.Errorf("image volume %d GiB, want 4", im.VolumeSize)
+	}
+}
+
+// Throttling and server errors on every operation are retried and the
+// AMI still gets made.
+func TestPostProcessRetries(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	size := int64(8 * bs)
+	path, sum := diskFile(t, size, []int{0, 1, 2, 3, 4, 5, 6, 7}, -1)
+	throttle := fakeaws.Fault{Status: 429, Code: "RequestThrottledException", Message: "slow down"}
+	f.Inject("StartSnapshot", fakeaws.Fault{Status: 503})
+	f.Inject("PutSnapshotBlock", throttle, throttle, throttle, throttle, // more than the SDK's 4 attempts
+		fakeaws.Fault{Status: 400, Code: "ThrottlingException", Message: "Rate exceeded"},
+		fakeaws.Fault{Status: 503}, fakeaws.Fault{Status: 500, Code: "InternalServerException", Message: "x"})
+	f.Inject("CompleteSnapshot", fakeaws.Fault{Status: 503})
+	f.Inject("DescribeSnapshots", fakeaws.Fault{Status: 503, Code: "Unavailable", Message: "x"})
+	f.Inject("RegisterImage", fakeaws.Fault{Status: 503, Code: "RequestLimitExceeded", Message: "Request limit exceeded."},
+		fakeaws.Fault{Status: 500, Code: "InternalError", Message: "x"})
+	f.Inject("DescribeImages", fakeaws.Fault{Status: 503, Code: "RequestLimitExceeded", Message: "x"})
+	pp := newPP(t, f, map[string]interface{}{"upload_attempts": 3})
+	ui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	if got, _ := f.SnapshotSHA256(a.(*Artifact).Snapshots["eu-west-1"], size); got != sum {
+		t.Errorf("sha256 %s, want %s", got, sum)
+	}
+	failed := 0
+	for _, c := range f.Calls() {
+		if c.Status >= 400 {
+			failed++
+		}
+	}
+	if failed != 13 {
+		t.Errorf("%d failed calls answered, want the 13 injected", failed)
+	}
+	if len(f.Images()) != 1 || len(f.Snapshots()) != 1 {
+		t.Errorf("%d images, %d snapshots: retries must not duplicate", len(f.Images()), len(f.Snapshots()))
+	}
+}
+
+// A failure at any point after StartSnapshot leaves nothing behind, and
+// the user is told what was deleted.
+func TestPostProcessFailureCleansUp(t *testing.T) {
+	denied := fakeaws.Fault{Status: 403, Code: "UnauthorizedOperation", Message: "You are not authorized"}
+	for _, tc := range []struct {
+		op      string
+		fault   fakeaws.Fault
+		regions []string
+		says    []string
+	}{
+		{"PutSnapshotBlock", fakeaws.Fault{Status: 403, Code: "AccessDeniedException", Message: "no"}, nil,
+			[]string{"Deleted snapshot snap-"}},
+		{"CompleteSnapshot", fakeaws.Fault{Status: 400, Code: "ValidationException", Message: "bad", Reason: "INVALID_PARAMETER_VALUE"}, nil,
+			[]string{"Deleted snapshot snap-"}},
+		{"DescribeSnapshots", denied, nil, []string{"Deleted snapshot snap-"}},
+		{"RegisterImage", fakeaws.Fault{Status: 400, Code: "InvalidParameterValue", Message: "bad"}, nil,
+			[]string{"Deleted snapshot snap-"}},
+		{"CopyImage", denied, []string{"us-east-1"}, []string{"Deregistered AMI ami-", "Deleted snapshot snap-"}},
+		{"CreateTags", denied, []string{"us-east-1"}, []string{"Deleted ami-", "in us-east-1", "Deregistered AMI ami-", "Deleted snapshot snap-"}},
+		{"ModifyImageAttribute", denied, []string{"us-east-1", "us-west-2"}, []string{"Deleted ami-", "Deregistered AMI ami-", "Deleted snapshot snap-"}},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			f := fakeaws.New("AKIDPP")
+			defer f.Close()
+			path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+			f.FailAlways(tc.op, tc.fault)
+			pp := newPP(t, f, map[string]interface{}{"ami_regions": tc.regions, "ami_users": []string{"111122223333"}})
+			ui := new(uitest.UI)
+			a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+			if err == nil {
+				t.Fatalf("no error; artifact %v", a)
+			}
+			if f.CountCalls(tc.op, tc.fault.Status) == 0 {
+				t.Fatalf("%s was never called:\n%s", tc.op, ui.Text())
+			}
+			if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
+				t.Errorf("left behind: %v images, %v snapshots\n%s", f.Images(), f.Snapshots(), ui.Text())
+			}
+			t.Logf("UI:\n%s", ui.Text())
+			for _, s := range tc.says {
+				if !ui.Contains(s) {
+					t.Errorf("UI does not say %q:\n%s", s, ui.Text())
+				}
+			}
+		})
+	}
+}
+
+// Cancelling mid-upload (Packer's Ctrl-C) deletes the snapshot.
+func TestPostProcessCancel(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 8*bs, []int{0, 1, 2, 3, 4, 5, 6, 7}, -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.OnPut = func(string, int32) { cancel() }
+	pp := newPP(t, f, map[string]interface{}{"upload_workers": 1})
+	ui := new(uitest.UI)
+	if _, _, _, err := pp.PostProcess(ctx, ui, input(path)); err == nil {
+		t.Fatal("no error after cancel")
+	}
+	if n := len(f.Snapshots()); n != 0 {
+		t.Errorf("%d snapshots left after cancel\n%s", n, ui.Text())
+	}
+	if !ui.Contains("Deleted snapshot") {
+		t.Errorf("UI does not report the clean-up:\n%s", ui.Text())
+	}
+}
+
+func TestPostProcessNoImage(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	pp := newPP(t, f, nil)
+	_, _, _, err := pp.PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{FilesValue: []string{"/x/manifest.json"}})
+	if err != errNoImage {
+		t.Errorf("err %v, want %v", err, errNoImage)
+	}
+	if len(f.Calls()) != 0 {
+		t.Errorf("AWS called without an image: %v", f.Calls())
+	}
+}

@@ -1,0 +1,400 @@
+package ami
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+	"github.com/hashicorp/packer-plugin-sdk/multistep"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hotpath-dev/hotpath/packer/ebsupload"
+)
+
+// State bag keys.
+const (
+	keyConfig     = "config"
+	keyUI         = "ui"
+	keyClients    = "clients"
+	keyImagePath  = "image_path"
+	keySnapshotID = "snapshot_id"
+	keyAMIs       = "amis"      // map[region]ami id
+	keySnapshots  = "snapshots" // map[region]snapshot id
+	keyError      = "error"
+)
+
+// The root device of the AMI. /dev/xvda is what Amazon Linux uses; on
+// Nitro the volume shows up as NVMe whatever the name, and the EFI
+// firmware finds the ESP by its partition type, so the name only has to
+// be consistent between RegisterImage and the mapping.
+const rootDevice = "/dev/xvda"
+
+// cleanupTimeout bounds each clean-up call: clean-up runs after a cancel,
+// so it has its own context.
+const cleanupTimeout = 2 * time.Minute
+
+func halt(state multistep.StateBag, err error) multistep.StepAction {
+	state.Put(keyError, err)
+	state.Get(keyUI).(packersdk.Ui).Error(err.Error())
+	return multistep.ActionHalt
+}
+
+func failed(state multistep.StateBag) bool {
+	_, cancelled := state.GetOk(multistep.StateCancelled)
+	_, halted := state.GetOk(multistep.StateHalted)
+	return cancelled || halted
+}
+
+func bag(state multistep.StateBag) (*Config, packersdk.Ui, *clients) {
+	return state.Get(keyConfig).(*Config), state.Get(keyUI).(packersdk.Ui), state.Get(keyClients).(*clients)
+}
+
+// stepUpload writes the disk image into a new snapshot with the EBS direct
+// APIs and waits for the snapshot to complete.
+type stepUpload struct {
+	progressEvery time.Duration
+}
+
+func (s *stepUpload) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	path := state.Get(keyImagePath).(string)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return halt(state, fmt.Errorf("disk image: %w", err))
+	}
+	vol := c.VolumeSize
+	if vol == 0 {
+		vol = ebsupload.RoundUpGiB(fi.Size())
+	}
+	enc := "unencrypted, holes and zero blocks skipped"
+	if c.EncryptBoot {
+		enc = "encrypted, every block written"
+	}
+	ui.Say(fmt.Sprintf("Uploading %s (%s) into a new %d GiB EBS snapshot in %s (%s, %d workers)...",
+		path, mib(fi.Size()), vol, c.RawRegion, enc, c.UploadWorkers))
+
+	pr := newProgress(ui, s.progressEvery)
+	res, err := ebsupload.Upload(ctx, cl.ebs, ebsupload.Options{
+		Path:          path,
+		VolumeSizeGiB: c.VolumeSize,
+		Description:   "hotpath " + c.AMIName,
+		Tags:          c.SnapshotTags,
+		Encrypted:     c.EncryptBoot,
+		KMSKeyARN:     c.KMSKeyID,
+		Timeout:       c.SnapshotTimeout,
+		Workers:       c.UploadWorkers,
+		Attempts:      c.UploadAttempts,
+		Progress:      pr.update,
+		OnStart: func(id string) {
+			state.Put(keySnapshotID, id)
+			state.Put(keySnapshots, map[string]string{c.RawRegion: id})
+			ui.Say("Started snapshot " + id)
+		},
+	})
+	if err != nil {
+		return halt(state, fmt.Errorf("upload: %w", err))
+	}
+	pr.final()
+	ui.Say(fmt.Sprintf("Snapshot %s: %d of %d blocks written (%d skipped), aggregate SHA-256 %s",
+		res.SnapshotID, res.Sent, res.Blocks, res.Blocks-res.Sent, res.Checksum))
+
+	ui.Say("Waiting for snapshot " + res.SnapshotID + " to complete...")
+	w := ec2.NewSnapshotCompletedWaiter(cl.ec2(c.RawRegion), func(o *ec2.SnapshotCompletedWaiterOptions) {
+		o.MinDelay, o.MaxDelay = c.PollInterval, 4*c.PollInterval
+	})
+	if err := w.Wait(ctx, &ec2.DescribeSnapshotsInput{SnapshotIds: []string{res.SnapshotID}}, c.WaitTimeout); err != nil {
+		return halt(state, fmt.Errorf("wait for snapshot %s: %w", res.SnapshotID, err))
+	}
+	return multistep.ActionContinue
+}
+
+func (s *stepUpload) Cleanup(state multistep.StateBag) {
+	id, ok := state.GetOk(keySnapshotID)
+	if !ok || !failed(state) {
+		return
+	}
+	c, ui, cl := bag(state)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	ui.Say(fmt.Sprintf("Deleting snapshot %s (the build failed or was cancelled)...", id))
+	if _, err := cl.ec2(c.RawRegion).DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(id.(string))}); err != nil {
+		ui.Error(fmt.Sprintf("Error deleting snapshot %s, delete it by hand: %s", id, err))
+		return
+	}
+	ui.Say(fmt.Sprintf("Deleted snapshot %s", id))
+}
+
+// stepRegister registers the AMI from the snapshot and waits until it is
+// available.
+type stepRegister struct{}
+
+func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	snap := state.Get(keySnapshotID).(string)
+	in := &ec2.RegisterImageInput{
+		Name:               aws.String(c.AMIName),
+		Architecture:       types.ArchitectureValuesX8664,
+		VirtualizationType: aws.String("hvm"),
+		RootDeviceName:     aws.String(rootDevice),
+		BlockDeviceMappings: []types.BlockDeviceMapping{{
+			DeviceName: aws.String(rootDevice),
+			Ebs: &types.EbsBlockDevice{
+				SnapshotId:          aws.String(snap),
+				VolumeType:          types.VolumeTypeGp3,
+				DeleteOnTermination: aws.Bool(true),
+			},
+		}},
+		EnaSupport:      aws.Bool(true),
+		SriovNetSupport: aws.String("simple"),
+		BootMode:        types.BootModeValuesUefi,
+		ImdsSupport:     types.ImdsSupportValuesV20,
+	}
+	if c.VolumeSize > 0 {
+		in.BlockDeviceMappings[0].Ebs.VolumeSize = aws.Int32(int32(c.VolumeSize))
+	}
+	if c.AMIDescription != "" {
+		in.Description = aws.String(c.AMIDescription)
+	}
+	if len(c.Tags) > 0 {
+		in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeImage, Tags: ec2Tags(c.Tags)}}
+	}
+	ui.Say(fmt.Sprintf("Registering AMI %q from %s (x86_64, UEFI, ENA, IMDSv2 only)...", c.AMIName, snap))
+	out, err := cl.ec2(c.RawRegion).RegisterImage(ctx, in)
+	if err != nil {
+		return halt(state, fmt.Errorf("RegisterImage: %w", err))
+	}
+	id := aws.ToString(out.ImageId)
+	state.Put(keyAMIs, map[string]string{c.RawRegion: id})
+	ui.Say("Registered " + id + "; waiting for it to become available...")
+	if err := waitAvailable(ctx, cl.ec2(c.RawRegion), id, c); err != nil {
+		return halt(state, err)
+	}
+	ui.Say(fmt.Sprintf("AMI %s is available in %s", id, c.RawRegion))
+	return multistep.ActionContinue
+}
+
+func (s *stepRegister) Cleanup(state multistep.StateBag) {
+	if !failed(state) {
+		return
+	}
+	amis, ok := state.GetOk(keyAMIs)
+	if !ok {
+		return
+	}
+	c, ui, cl := bag(state)
+	id := amis.(map[string]string)[c.RawRegion]
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	ui.Say(fmt.Sprintf("Deregistering AMI %s (the build failed or was cancelled)...", id))
+	if _, err := cl.ec2(c.RawRegion).DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(id)}); err != nil {
+		ui.Error(fmt.Sprintf("Error deregistering AMI %s, deregister it by hand: %s", id, err))
+		return
+	}
+	ui.Say("Deregistered AMI " + id)
+}
+
+func waitAvailable(ctx context.Context, client *ec2.Client, id string, c *Config) error {
+	w := ec2.NewImageAvailableWaiter(client, func(o *ec2.ImageAvailableWaiterOptions) {
+		o.MinDelay, o.MaxDelay = c.PollInterval, 4*c.PollInterval
+	})
+	if err := w.Wait(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}}, c.WaitTimeout); err != nil {
+		return fmt.Errorf("wait for AMI %s: %w", id, err)
+	}
+	return nil
+}
+
+// stepCopy copies the AMI to ami_regions, tags the copies and their
+// snapshots, and waits for them.
+type stepCopy struct{}
+
+func (s *stepCopy) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	if len(c.AMIRegions) == 0 {
+		return multistep.ActionContinue
+	}
+	amis := state.Get(keyAMIs).(map[string]string)
+	snaps := state.Get(keySnapshots).(map[string]string)
+	src := amis[c.RawRegion]
+	// Start every copy first: they proceed in parallel on AWS's side.
+	for _, r := range c.AMIRegions {
+		ui.Say(fmt.Sprintf("Copying %s to %s...", src, r))
+		in := &ec2.CopyImageInput{
+			Name:          aws.String(c.AMIName),
+			SourceImageId: aws.String(src),
+			SourceRegion:  aws.String(c.RawRegion),
+		}
+		if c.AMIDescription != "" {
+			in.Description = aws.String(c.AMIDescription)
+		}
+		if c.EncryptBoot {
+			// kms_key_id names a key of the build region; copies use
+			// the destination region's default EBS key.
+			in.Encrypted = aws.Bool(true)
+		}
+		out, err := cl.ec2(r).CopyImage(ctx, in)
+		if err != nil {
+			return halt(state, fmt.Errorf("CopyImage to %s: %w", r, err))
+		}
+		amis[r] = aws.ToString(out.ImageId)
+		ui.Say(fmt.Sprintf("%s: %s", r, amis[r]))
+	}
+	for _, r := range c.AMIRegions {
+		if err := waitAvailable(ctx, cl.ec2(r), amis[r], c); err != nil {
+			return halt(state, err)
+		}
+		snap, err := imageSnapshot(ctx, cl.ec2(r), amis[r])
+		if err != nil {
+			return halt(state, err)
+		}
+		snaps[r] = snap
+		if err := tag(ctx, cl.ec2(r), amis[r], c.Tags); err != nil {
+			return halt(state, err)
+		}
+		if err := tag(ctx, cl.ec2(r), snap, c.SnapshotTags); err != nil {
+			return halt(state, err)
+		}
+		ui.Say(fmt.Sprintf("AMI %s is available in %s", amis[r], r))
+	}
+	return multistep.ActionContinue
+}
+
+func (s *stepCopy) Cleanup(state multistep.StateBag) {
+	if !failed(state) {
+		return
+	}
+	c, ui, cl := bag(state)
+	amis, ok := state.GetOk(keyAMIs)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	for _, r := range c.AMIRegions {
+		id, ok := amis.(map[string]string)[r]
+		if !ok {
+			continue
+		}
+		ui.Say(fmt.Sprintf("Deleting the copy %s in %s and its snapshot (the build failed or was cancelled)...", id, r))
+		if err := deleteImage(ctx, cl.ec2(r), id); err != nil {
+			ui.Error(fmt.Sprintf("Error deleting %s in %s, delete it by hand: %s", id, r, err))
+			continue
+		}
+		ui.Say(fmt.Sprintf("Deleted %s in %s", id, r))
+	}
+}
+
+// stepLaunchPermissions grants ami_users and ami_groups launch permission
+// on every AMI.
+type stepLaunchPermissions struct{}
+
+func (s *stepLaunchPermissions) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	if len(c.AMIUsers)+len(c.AMIGroups) == 0 {
+		return multistep.ActionContinue
+	}
+	var perms []types.LaunchPermission
+	for _, u := range c.AMIUsers {
+		perms = append(perms, types.LaunchPermission{UserId: aws.String(u)})
+	}
+	for _, g := range c.AMIGroups {
+		perms = append(perms, types.LaunchPermission{Group: types.PermissionGroup(g)})
+	}
+	amis := state.Get(keyAMIs).(map[string]string)
+	for _, r := range sortedRegions(amis) {
+		ui.Say(fmt.Sprintf("Granting launch permission on %s in %s...", amis[r], r))
+		_, err := cl.ec2(r).ModifyImageAttribute(ctx, &ec2.ModifyImageAttributeInput{
+			ImageId:          aws.String(amis[r]),
+			LaunchPermission: &types.LaunchPermissionModifications{Add: perms},
+		})
+		if err != nil {
+			return halt(state, fmt.Errorf("launch permissions on %s in %s: %w", amis[r], r, err))
+		}
+	}
+	return multistep.ActionContinue
+}
+
+func (s *stepLaunchPermissions) Cleanup(multistep.StateBag) {}
+
+func ec2Tags(m map[string]string) []types.Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	tags := make([]types.Tag, 0, len(keys))
+	for _, k := range keys {
+		tags = append(tags, types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return tags
+}
+
+func tag(ctx context.Context, client *ec2.Client, id string, m map[string]string) error {
+	if len(m) == 0 {
+		return nil
+	}
+	if _, err := client.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: ec2Tags(m)}); err != nil {
+		return fmt.Errorf("tag %s: %w", id, err)
+	}
+	return nil
+}
+
+// imageSnapshot returns the snapshot behind an AMI's root device.
+func imageSnapshot(ctx context.Context, client *ec2.Client, id string) (string, error) {
+	out, err := client.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
+	if err != nil {
+		return "", fmt.Errorf("describe %s: %w", id, err)
+	}
+	for _, im := range out.Images {
+		for _, m := range im.BlockDeviceMappings {
+			if m.Ebs != nil && m.Ebs.SnapshotId != nil {
+				return *m.Ebs.SnapshotId, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("AMI %s has no EBS snapshot", id)
+}
+
+// deleteImage deregisters an AMI and deletes its snapshot. An AMI that is
+// already gone is not an error.
+func deleteImage(ctx context.Context, client *ec2.Client, id string) error {
+	snap, err := imageSnapshot(ctx, client, id)
+	if notFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := client.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(id)}); err != nil && !notFound(err) {
+		return fmt.Errorf("deregister %s: %w", id, err)
+	}
+	if _, err := client.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(snap)}); err != nil && !notFound(err) {
+		return fmt.Errorf("delete snapshot %s: %w", snap, err)
+	}
+	return nil
+}
+
+func notFound(err error) bool {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "InvalidAMIID.NotFound", "InvalidAMIID.Unavailable", "InvalidSnapshot.NotFound":
+			return true
+		}
+	}
+	return false
+}
+
+func sortedRegions(m map[string]string) []string {
+	rs := make([]string, 0, len(m))
+	for r := range m {
+		rs = append(rs, r)
+	}
+	sort.Strings(rs)
+	return rs
+}
