@@ -364,12 +364,7 @@ func Parse(r io.Reader) (Config, error) {
 			errs = append(errs, fmt.Errorf("config: line %d: %q is not key=value", n, line))
 			continue
 		}
-		if err := c.Set(k, v); err != nil {
-			var uk *UnknownKeysError
-			if errors.As(err, &uk) {
-				unknown = append(unknown, uk.Keys...)
-				continue
-			}
+		if err := c.setCollect(k, v, &unknown); err != nil {
 			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
 		}
 	}
@@ -380,6 +375,19 @@ func Parse(r io.Reader) (Config, error) {
 		errs = append(errs, &UnknownKeysError{Keys: unknown})
 	}
 	return c, errors.Join(errs...)
+}
+
+// setCollect sets k to v; an unknown key is added to unknown instead of
+// being returned, so that Parse and ApplyCmdline name every unknown key in
+// one error rather than the first.
+func (c *Config) setCollect(k, v string, unknown *[]string) error {
+	err := c.Set(k, v)
+	var uk *UnknownKeysError
+	if errors.As(err, &uk) {
+		*unknown = append(*unknown, uk.Keys...)
+		return nil
+	}
+	return err
 }
 
 // Unknown returns the unknown key names carried by err (from Parse or
@@ -411,12 +419,7 @@ func (c *Config) ApplyCmdline(cmdline string) error {
 			errs = append(errs, fmt.Errorf("config: cmdline %q: not %s<key>=<value>", w, CmdlinePrefix))
 			continue
 		}
-		if err := c.Set(k, v); err != nil {
-			var uk *UnknownKeysError
-			if errors.As(err, &uk) {
-				unknown = append(unknown, uk.Keys...)
-				continue
-			}
+		if err := c.setCollect(k, v, &unknown); err != nil {
 			errs = append(errs, fmt.Errorf("cmdline: %w", err))
 		}
 	}
