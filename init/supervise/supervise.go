@@ -180,7 +180,15 @@ func describe(ws unix.WaitStatus) string {
 // reaper before the reaper can see its exit: the lock is held across the
 // fork.
 func (s *Supervisor) start() (int, chan unix.WaitStatus, error) {
-	files := []uintptr{devNull(), fd(s.cfg.Stdout), fd(s.cfg.Stderr)}
+	stdin := s.cfg.Stdout
+	// The workload reads nothing; /dev/null is opened per start and closed
+	// once the child has its copy (keeping an *os.File only by its number
+	// would let its finalizer close the descriptor under us).
+	if null, err := os.Open(os.DevNull); err == nil {
+		defer null.Close()
+		stdin = null
+	}
+	files := []uintptr{fd(stdin), fd(s.cfg.Stdout), fd(s.cfg.Stderr)}
 	argv := append([]string{s.cfg.Path}, s.cfg.Args...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,20 +207,10 @@ func (s *Supervisor) start() (int, chan unix.WaitStatus, error) {
 	return pid, c, nil
 }
 
-var nullFD = -1
-
-func devNull() uintptr {
-	if nullFD < 0 {
-		if f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-			nullFD = int(f.Fd())
-		}
-	}
-	return uintptr(nullFD)
-}
-
+// fd is f's descriptor for the child, or none (the child sees it closed).
 func fd(f *os.File) uintptr {
 	if f == nil {
-		return devNull()
+		return ^uintptr(0) // syscall.ForkExec closes a -1 slot in the child
 	}
 	return f.Fd()
 }
