@@ -96,10 +96,7 @@ func (c *Ctx) Text(s string) {
 // JSON sets v's encoding as the body, with Content-Type application/json.
 // Passing a value through the interface makes it escape, so a value built
 // per request is allocated; use WriteJSON for a zero-allocation path.
-func (c *Ctx) JSON(v JSONAppender) {
-	c.contentType = "application/json"
-	c.w.body = v.AppendJSON(c.w.body[:0])
-}
+func (c *Ctx) JSON(v JSONAppender) { WriteJSON(c, v) }
 
 // WriteJSON is Ctx.JSON without the allocation: being generic, it calls
 // T's AppendJSON directly, so a value type with a value receiver stays on
@@ -200,7 +197,9 @@ func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
 		out = append(out, c.contentType...)
 		out = append(out, "\r\n"...)
 	}
-	if c.status >= 200 && c.status != 204 && c.status != 304 {
+	// 1xx, 204 and 304 responses carry neither a body nor its length.
+	hasBody := c.status >= 200 && c.status != 204 && c.status != 304
+	if hasBody {
 		out = append(out, "Content-Length: "...)
 		out = strconv.AppendInt(out, int64(len(w.body)), 10)
 		out = append(out, "\r\n"...)
@@ -218,7 +217,7 @@ func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
 		out = append(out, "Connection: keep-alive\r\n"...)
 	}
 	out = append(out, "\r\n"...)
-	if !head && c.status >= 200 && c.status != 204 && c.status != 304 {
+	if hasBody && !head {
 		out = append(out, w.body...)
 	}
 	return out
