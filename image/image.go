@@ -95,7 +95,7 @@ type Options struct {
 	// fail the build.
 	InitConfig []byte
 	// Cmdline is appended to the kernel's built-in command line (after the
-	// policy's "console=ttyS0 mitigations=off"); hotpath.<key>=<value>
+	// policy's "console=ttyS0 mitigations=off panic=10 panic_on_oops=1"); hotpath.<key>=<value>
 	// words are init configuration overrides and are validated too.
 	Cmdline string
 	// KernelSource, CacheDir and Jobs are passed to kernelconfig.
