@@ -137,8 +137,11 @@ const (
 	EventExit      = "workload-exit"    // the workload exited (Detail: status)
 	EventRestart   = "workload-restart" // a restart is scheduled after Backoff
 	EventCrashLoop = "crash-loop"       // too many exits within the window
-	EventShutdown  = "shutdown"         // an orderly shutdown began (Detail: why)
-	EventPowerOff  = "poweroff"         // the last line before power off / reboot
+	// EventUnresponsive: the liveness probe failed too often; the workload
+	// is killed and restarted (Detail: the last failure).
+	EventUnresponsive = "workload-unresponsive"
+	EventShutdown     = "shutdown" // an orderly shutdown began (Detail: why)
+	EventPowerOff     = "poweroff" // the last line before power off / reboot
 )
 
 // Event is one thing that happened after boot.

@@ -11,6 +11,7 @@
 package supervise
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -53,8 +55,14 @@ type Config struct {
 	CrashLoopExits  int
 	CrashLoopWindow time.Duration // also: a run this long resets the back-off
 	Grace           time.Duration // SIGTERM to SIGKILL
-	ReadyTimeout    time.Duration
-	ProbeInterval   time.Duration // default 10ms
+	// ReadyTimeout is one deadline counted from the first start, not per
+	// start: a workload that crashes at start would otherwise restart its
+	// own deadline forever and the boot report would never be printed.
+	ReadyTimeout  time.Duration
+	ProbeInterval time.Duration // default 10ms
+	// Liveness, when set, probes the workload after it became ready and
+	// kills it (the supervisor then restarts it) when it stops answering.
+	Liveness *Liveness
 
 	// Stdout and Stderr of the workload (the console); nil: /dev/null.
 	Stdout, Stderr *os.File
@@ -65,10 +73,46 @@ type Config struct {
 	// Event receives every event line; Log every log line. Both may be nil.
 	Event func(report.Event)
 	Log   func(format string, args ...any)
-	// OnFirstReady is called once: when the workload first accepts (err
-	// nil) or when ReadyTimeout passes without that (err set). The init
-	// prints the boot report from it.
+	// OnFirstReady is called exactly once: when the workload first accepts
+	// (err nil), when ReadyTimeout after the first start passes without
+	// that (err set), whatever the workload does meanwhile (a crash loop
+	// included), or at once if the first start fails. The init prints the
+	// boot report from it.
 	OnFirstReady func(err error)
+}
+
+// Liveness configures the periodic probe of a ready workload: an HTTP GET
+// of Path (any status below 500 is an answer), or a TCP connect when Path
+// is empty, every Interval, each bounded by Timeout. Failures consecutive
+// failed probes make the workload unresponsive: an event, then SIGKILL to
+// its process group (a hung process cannot drain, and SIGTERM could be
+// ignored by the very loop that hangs); the supervisor restarts it with
+// the usual back-off.
+type Liveness struct {
+	Path     string
+	Interval time.Duration
+	Timeout  time.Duration
+	Failures int
+}
+
+// Workload states of a Snapshot.
+const (
+	StateStarting  = "starting"   // started, not accepting yet
+	StateReady     = "ready"      // accepted on the port (and answers the liveness probe)
+	StateRunning   = "running"    // alive, but not accepting (ready deadline passed, or probe failing)
+	StateDown      = "down"       // no process: before the first start, between restarts, after shutdown
+	StateCrashLoop = "crash-loop" // down, and exits within the window made a crash loop
+)
+
+// State is a snapshot of the supervised workload, for a metrics or health
+// endpoint.
+type State struct {
+	State    string
+	PID      int
+	Restarts int       // starts after the first
+	Started  time.Time // of the current (or last) process, from Clock
+	Ready    bool      // the current process accepts connections
+	Exits    int       // exits in total
 }
 
 // Supervisor supervises one workload.
@@ -79,11 +123,34 @@ type Supervisor struct {
 	pid     int                          // the running workload, 0 if none
 	waiting map[int]chan unix.WaitStatus // exit channels of our children
 
+	st       State  // guarded by mu
+	lastExit string // guarded by mu
+	starts   int    // guarded by mu
+
 	stop      chan string
 	stopOnce  sync.Once
 	done      chan struct{}
 	firstOnce sync.Once
+	deadline  *time.Timer
 	killed    bool
+}
+
+// Snapshot returns the workload's current state. It is safe to call from
+// any goroutine at any time and costs one uncontended lock.
+func (s *Supervisor) Snapshot() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	if st.State == "" {
+		st.State = StateDown
+	}
+	return st
+}
+
+func (s *Supervisor) setState(f func(st *State)) {
+	s.mu.Lock()
+	f(&s.st)
+	s.mu.Unlock()
 }
 
 // New returns a Supervisor. Start the reaper with Reap before Run.
@@ -204,6 +271,11 @@ func (s *Supervisor) start() (int, chan unix.WaitStatus, error) {
 	c := make(chan unix.WaitStatus, 1)
 	s.waiting[pid] = c
 	s.pid = pid
+	if s.starts > 0 {
+		s.st.Restarts++
+	}
+	s.starts++
+	s.st.State, s.st.PID, s.st.Ready, s.st.Started = StateStarting, pid, false, s.cfg.Clock.Now()
 	return pid, c, nil
 }
 
@@ -234,9 +306,10 @@ func (s *Supervisor) Killed() bool {
 // Run starts the workload and restarts it until Stop.
 func (s *Supervisor) Run() {
 	defer close(s.done)
+	defer s.setState(func(st *State) { st.State, st.PID, st.Ready = StateDown, 0, false })
 	backoff := s.cfg.BackoffMin
 	var exits []time.Time
-	for {
+	for first := true; ; first = false {
 		select {
 		case reason := <-s.stop:
 			s.event(report.Event{Kind: report.EventShutdown, Detail: reason})
@@ -245,11 +318,16 @@ func (s *Supervisor) Run() {
 		}
 		started := s.cfg.Clock.Now()
 		pid, exited, err := s.start()
+		if first {
+			s.armDeadline()
+		}
 		var status string
 		if err != nil {
 			status = err.Error()
 			s.logf("%v", err)
-			s.firstReady(err)
+			if first {
+				s.firstReady(err)
+			}
 		} else {
 			s.event(report.Event{Kind: report.EventStart, PID: pid})
 			s.logf("workload %s started, pid %d", s.cfg.Path, pid)
@@ -278,7 +356,18 @@ func (s *Supervisor) Run() {
 		for len(exits) > 0 && now.Sub(exits[0]) > s.cfg.CrashLoopWindow {
 			exits = exits[1:]
 		}
-		if len(exits) >= s.cfg.CrashLoopExits {
+		crashLoop := len(exits) >= s.cfg.CrashLoopExits
+		s.setState(func(st *State) {
+			st.State, st.PID, st.Ready = StateDown, 0, false
+			if crashLoop {
+				st.State = StateCrashLoop
+			}
+			st.Exits++
+		})
+		s.mu.Lock()
+		s.lastExit = status
+		s.mu.Unlock()
+		if crashLoop {
 			s.event(report.Event{Kind: report.EventCrashLoop, Exits: len(exits), Detail: status})
 			s.logf("CRASH LOOP: workload exited %d times within %v (last: %s); still restarting every %v",
 				len(exits), s.cfg.CrashLoopWindow, status, backoff)
@@ -292,6 +381,33 @@ func (s *Supervisor) Run() {
 		}
 		backoff = min(2*backoff, s.cfg.BackoffMax)
 	}
+}
+
+// armDeadline starts the one readiness deadline, at the first start. It
+// runs on the wall clock, like the probe, and is independent of restarts.
+func (s *Supervisor) armDeadline() {
+	if s.cfg.ReadyTimeout <= 0 {
+		return
+	}
+	t := time.AfterFunc(s.cfg.ReadyTimeout, func() { s.firstReady(s.notReady()) })
+	s.mu.Lock()
+	s.deadline = t
+	s.mu.Unlock()
+}
+
+// notReady is the error of a workload that did not accept by the deadline,
+// with what it did meanwhile.
+func (s *Supervisor) notReady() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.State == StateStarting {
+		s.st.State = StateRunning
+	}
+	err := fmt.Sprintf("workload did not accept on 127.0.0.1:%d within %v of its first start", s.cfg.Port, s.cfg.ReadyTimeout)
+	if s.st.Exits > 0 {
+		err += fmt.Sprintf(" (%d starts, %d exits, last: %s)", s.starts, s.st.Exits, s.lastExit)
+	}
+	return errors.New(err)
 }
 
 // shutdown sends SIGTERM to the workload's process group, waits up to the
@@ -329,7 +445,9 @@ func signalGroup(pid int, sig unix.Signal) {
 	}
 }
 
-// probe polls 127.0.0.1:Port until it accepts a connection.
+// probe polls 127.0.0.1:Port until it accepts a connection, then runs the
+// liveness probe if one is configured. It ends when ctx does (the process
+// exited).
 func (s *Supervisor) probe(ctx context.Context, pid int) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -337,20 +455,18 @@ func (s *Supervisor) probe(ctx context.Context, pid int) {
 		}
 	}()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cfg.Port))
-	deadline := time.Now().Add(s.cfg.ReadyTimeout)
-	timedOut := false
 	for ctx.Err() == nil {
 		d := net.Dialer{Timeout: 200 * time.Millisecond}
 		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
 			c.Close()
+			s.setState(func(st *State) { st.State, st.Ready = StateReady, true })
 			s.event(report.Event{Kind: report.EventReady, PID: pid})
 			s.logf("workload pid %d accepts on %s", pid, addr)
 			s.firstReady(nil)
+			if s.cfg.Liveness != nil {
+				s.live(ctx, pid, addr)
+			}
 			return
-		}
-		if !timedOut && s.cfg.ReadyTimeout > 0 && time.Now().After(deadline) {
-			timedOut = true
-			s.firstReady(fmt.Errorf("workload did not accept on %s within %v", addr, s.cfg.ReadyTimeout))
 		}
 		select {
 		case <-ctx.Done():
@@ -359,8 +475,84 @@ func (s *Supervisor) probe(ctx context.Context, pid int) {
 	}
 }
 
+// live probes a ready workload every Liveness.Interval and kills it after
+// Liveness.Failures consecutive failures.
+func (s *Supervisor) live(ctx context.Context, pid int, addr string) {
+	l := s.cfg.Liveness
+	fails := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.Interval):
+		}
+		err := s.check(ctx, addr)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			if fails > 0 {
+				s.logf("workload pid %d answers the liveness probe again", pid)
+				s.setState(func(st *State) { st.State, st.Ready = StateReady, true })
+			}
+			fails = 0
+			continue
+		}
+		fails++
+		s.logf("workload pid %d: liveness probe %d/%d failed: %v", pid, fails, l.Failures, err)
+		s.setState(func(st *State) { st.State, st.Ready = StateRunning, false })
+		if fails >= l.Failures {
+			s.event(report.Event{Kind: report.EventUnresponsive, PID: pid,
+				Detail: fmt.Sprintf("%d liveness probes failed, last: %v; SIGKILL", fails, err)})
+			signalGroup(pid, unix.SIGKILL)
+			return
+		}
+	}
+}
+
+// check is one liveness probe: a TCP connect, or an HTTP/1.1 GET of
+// Liveness.Path whose status line must come back with a status below 500.
+func (s *Supervisor) check(ctx context.Context, addr string) error {
+	l := s.cfg.Liveness
+	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if l.Path == "" {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", l.Path, addr); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", l.Path, err)
+	}
+	var proto string
+	var code int
+	if _, err := fmt.Sscanf(line, "%s %d", &proto, &code); err != nil || !strings.HasPrefix(proto, "HTTP/") {
+		return fmt.Errorf("GET %s: bad status line %q", l.Path, strings.TrimSpace(line))
+	}
+	if code >= 500 {
+		return fmt.Errorf("GET %s: status %d", l.Path, code)
+	}
+	return nil
+}
+
 func (s *Supervisor) firstReady(err error) {
 	s.firstOnce.Do(func() {
+		s.mu.Lock()
+		if s.deadline != nil {
+			s.deadline.Stop()
+		}
+		s.mu.Unlock()
 		if s.cfg.OnFirstReady != nil {
 			s.cfg.OnFirstReady(err)
 		}

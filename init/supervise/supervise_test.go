@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -65,16 +67,29 @@ func TestHelperWorkload(t *testing.T) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(11)
 		}
+		var hung atomic.Bool
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				os.Exit(12)
 			}
 			go func() {
+				if hung.Load() {
+					select {} // accepted by the kernel, never answered
+				}
 				line, _ := bufio.NewReader(c).ReadString('\n')
-				if n, ok := strings.CutPrefix(strings.TrimSpace(line), "exit "); ok {
+				line = strings.TrimSpace(line)
+				if n, ok := strings.CutPrefix(line, "exit "); ok {
 					code, _ := strconv.Atoi(n)
 					os.Exit(code)
+				}
+				switch {
+				case line == "hang":
+					hung.Store(true)
+				case strings.HasPrefix(line, "GET /healthz "):
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+				case strings.HasPrefix(line, "GET "):
+					io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
 				}
 				c.Close()
 			}()
@@ -476,5 +491,147 @@ func TestStartFailure(t *testing.T) {
 	clk.waitTimer(t)
 	if got == nil || !strings.Contains(got.Error(), "/nonexistent/workload") {
 		t.Errorf("OnFirstReady(%v), want the start error", got)
+	}
+}
+
+// TestCrashLoopOneReport: a workload that exits at every start gets exactly
+// one OnFirstReady call, at the one deadline counted from the first start,
+// however many times it restarts meanwhile.
+func TestCrashLoopOneReport(t *testing.T) {
+	const timeout = time.Second
+	var mu sync.Mutex
+	var calls []error
+	var at []time.Time
+	s, _, rec, _ := setup(t, "exit3", func(c *Config) {
+		c.Clock = RealClock
+		c.BackoffMin, c.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
+		c.ReadyTimeout = timeout
+		c.OnFirstReady = func(err error) {
+			mu.Lock()
+			calls = append(calls, err)
+			at = append(at, time.Now())
+			mu.Unlock()
+		}
+	})
+	begin := time.Now()
+	go s.Run()
+	// Several deadlines' worth of restarts: a per-start deadline would
+	// never fire, and a second report would show here.
+	time.Sleep(3 * timeout)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 1 {
+		t.Fatalf("OnFirstReady called %d times in a crash loop, want exactly once: %v", len(calls), calls)
+	}
+	if calls[0] == nil || !strings.Contains(calls[0].Error(), "exit status 3") {
+		t.Errorf("OnFirstReady(%v), want the deadline error naming the last exit", calls[0])
+	}
+	if d := at[0].Sub(begin); d < timeout {
+		t.Errorf("report after %v, before the %v deadline", d, timeout)
+	}
+	st := s.Snapshot()
+	if st.Restarts < 3 || st.Exits < 3 || st.Ready {
+		t.Errorf("snapshot %+v, want several restarts and exits, not ready", st)
+	}
+	if st.State != StateCrashLoop && st.State != StateStarting {
+		t.Errorf("state %q in a crash loop", st.State)
+	}
+	rec.mu.Lock()
+	n := 0
+	for _, e := range rec.events {
+		if e.Kind == report.EventStart {
+			n++
+		}
+	}
+	rec.mu.Unlock()
+	if n < 3 {
+		t.Errorf("%d starts within %v, want a crash loop", n, 3*timeout)
+	}
+}
+
+// TestSnapshot follows the state through start, ready, exit and restart.
+func TestSnapshot(t *testing.T) {
+	s, clk, rec, _ := setup(t, "serve", nil)
+	if st := s.Snapshot(); st.State != StateDown || st.PID != 0 {
+		t.Errorf("before Run: %+v", st)
+	}
+	go s.Run()
+	ev := rec.next(t, report.EventReady)
+	st := s.Snapshot()
+	if st.State != StateReady || !st.Ready || st.PID != ev.PID || st.Restarts != 0 || st.Started != clk.Now() {
+		t.Errorf("ready: %+v, want ready pid %d, no restarts", st, ev.PID)
+	}
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.cfg.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "exit 4\n")
+	c.Close()
+	rec.next(t, report.EventRestart)
+	if st := s.Snapshot(); st.State != StateDown || st.Ready || st.PID != 0 || st.Exits != 1 {
+		t.Errorf("after exit: %+v", st)
+	}
+	clk.Advance(clk.waitTimer(t))
+	ev = rec.next(t, report.EventReady)
+	if st := s.Snapshot(); st.State != StateReady || st.Restarts != 1 || st.PID != ev.PID {
+		t.Errorf("after restart: %+v", st)
+	}
+}
+
+// TestLivenessRestartsHungWorkload: a workload whose port still completes
+// the TCP handshake (the kernel's backlog) but that no longer answers is
+// killed after Failures probes and restarted; a healthy one never is.
+func TestLivenessRestartsHungWorkload(t *testing.T) {
+	s, clk, rec, _ := setup(t, "serve", func(c *Config) {
+		c.Liveness = &Liveness{Path: "/healthz", Interval: 50 * time.Millisecond, Timeout: 300 * time.Millisecond, Failures: 3}
+	})
+	go s.Run()
+	first := rec.next(t, report.EventReady)
+	time.Sleep(500 * time.Millisecond) // ~10 probes of a healthy workload
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if e.Kind == report.EventUnresponsive || e.Kind == report.EventExit {
+			t.Errorf("healthy workload: %+v", e)
+		}
+	}
+	rec.mu.Unlock()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.cfg.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "hang\n")
+	c.Close()
+	un := rec.next(t, report.EventUnresponsive)
+	if un.PID != first.PID || !strings.Contains(un.Detail, "3 liveness probes failed") {
+		t.Errorf("unresponsive event %+v", un)
+	}
+	if ex := rec.next(t, report.EventExit); ex.PID != first.PID || ex.Detail != "signal: killed" {
+		t.Errorf("exit %+v, want pid %d killed", ex, first.PID)
+	}
+	clk.Advance(clk.waitTimer(t))
+	if again := rec.next(t, report.EventReady); again.PID == first.PID {
+		t.Errorf("not restarted: %+v", again)
+	}
+}
+
+// TestLivenessHTTPStatus: a 5xx answer is a failed probe, a TCP probe only
+// needs the connect.
+func TestLivenessHTTPStatus(t *testing.T) {
+	s, _, rec, _ := setup(t, "serve", func(c *Config) {
+		c.Liveness = &Liveness{Path: "/broken", Interval: 20 * time.Millisecond, Timeout: time.Second, Failures: 2}
+	})
+	go s.Run()
+	un := rec.next(t, report.EventUnresponsive)
+	if !strings.Contains(un.Detail, "status 503") {
+		t.Errorf("unresponsive %+v, want the 503", un)
+	}
+	s2, _, rec2, _ := setup(t, "serve", func(c *Config) {
+		c.Liveness = &Liveness{Interval: 20 * time.Millisecond, Timeout: time.Second, Failures: 1}
+	})
+	go s2.Run()
+	rec2.next(t, report.EventReady)
+	time.Sleep(300 * time.Millisecond)
+	if st := s2.Snapshot(); st.State != StateReady || st.Restarts != 0 {
+		t.Errorf("tcp liveness on a serving workload: %+v", st)
 	}
 }
