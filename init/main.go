@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"syscall"
@@ -32,6 +31,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/hotpath-dev/hotpath/init/power"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/init/signals"
 	"github.com/hotpath-dev/hotpath/init/supervise"
 	"github.com/hotpath-dev/hotpath/init/sysctl"
 	"github.com/safchain/ethtool"
@@ -62,21 +62,12 @@ type request struct {
 
 func main() {
 	con := &console.Console{Out: os.Stdout}
-	// Signals first, so a SIGTERM during boot is not lost (PID 1 ignores
-	// signals it has no handler for).
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGUSR2, syscall.SIGINT)
+	// Signals first, so a SIGTERM during boot is not lost and no signal
+	// meets the Go runtime's default action (exit: a kernel panic).
+	sigs := make(chan os.Signal, 16)
+	signals.Notify(sigs)
 	requests := make(chan request, 4)
-	go func() {
-		for s := range sigs {
-			switch s {
-			case syscall.SIGINT:
-				requests <- request{"ctrl-alt-del (SIGINT)", true}
-			default:
-				requests <- request{"signal " + s.String(), false}
-			}
-		}
-	}()
+	go routeSignals(con, sigs, requests)
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -86,6 +77,32 @@ func main() {
 		run(con, requests)
 	}()
 	fallback(con, requests)
+}
+
+// routeSignals turns shutdown signals into requests and logs the others,
+// which PID 1 ignores (the first of each kind, then every 100th, so that a
+// workload looping on kill(1, ...) cannot flood the console).
+func routeSignals(con *console.Console, sigs <-chan os.Signal, requests chan<- request) {
+	seen := map[os.Signal]int{}
+	for s := range sigs {
+		var r request
+		switch signals.Route(s) {
+		case signals.Reboot:
+			r = request{"ctrl-alt-del (" + unix.SignalName(s.(syscall.Signal)) + ")", true}
+		case signals.PowerOff:
+			r = request{"signal " + unix.SignalName(s.(syscall.Signal)), false}
+		default:
+			if seen[s]%100 == 0 {
+				con.Logf("signal %v (%d times) ignored", s, seen[s]+1)
+			}
+			seen[s]++
+			continue
+		}
+		select {
+		case requests <- r:
+		default: // a shutdown is already pending
+		}
+	}
 }
 
 // fallback keeps PID 1 alive after the main sequence failed: it reaps
