@@ -19,6 +19,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/crng"
 	"github.com/hotpath-dev/hotpath/init/facts"
 	"github.com/hotpath-dev/hotpath/init/netconf"
 	"github.com/hotpath-dev/hotpath/init/nic"
@@ -159,6 +161,7 @@ func run(con *console.Console, requests chan request) {
 		con.Logf("not PID 1 (pid %d): no mounts, no power off", os.Getpid())
 	}
 	con.Logf("starting, kernel uptime %d ms", bootMillis())
+	rng := watchCRNG(con)
 
 	// Configuration: the baked file, then the kernel command line.
 	cfg, unknown := loadConfig(con)
@@ -305,6 +308,7 @@ func run(con *console.Console, requests chan request) {
 				fo.Ethtool = et
 			}
 			rep.Facts = facts.Read(fo, con.Logf)
+			rep.CRNG = rng.report()
 			con.Line(report.ReportPrefix, rep)
 			con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
 		},
@@ -329,6 +333,39 @@ func run(con *console.Console, requests chan request) {
 		func(e report.Event) { con.Line(report.EventPrefix, e) }, con.Logf); err != nil {
 		con.Logf("%v", err)
 	}
+}
+
+// crngState is when the kernel's CRNG became ready, -1 until then.
+type crngState struct {
+	atInit bool
+	millis atomic.Int64
+}
+
+func (c *crngState) report() *report.CRNG {
+	return &report.CRNG{ReadyAtInit: c.atInit, ReadyMillis: c.millis.Load()}
+}
+
+// watchCRNG records when the CRNG becomes ready, with an event if that
+// happens after the init started. Nothing waits for it.
+func watchCRNG(con *console.Console) *crngState {
+	c := &crngState{atInit: crng.Ready()}
+	if c.atInit {
+		c.millis.Store(bootMillis())
+		return c
+	}
+	c.millis.Store(-1)
+	con.Logf("crng not ready yet; nothing at boot waits for it")
+	go func() {
+		defer recoverLog(con, "crng")
+		if err := crng.Wait(); err != nil {
+			con.Logf("crng: %v", err)
+			return
+		}
+		ms := bootMillis()
+		c.millis.Store(ms)
+		con.Line(report.EventPrefix, report.Event{Kind: report.EventCRNGReady, Millis: ms})
+	}()
+	return c
 }
 
 func recoverLog(con *console.Console, what string) {

@@ -136,16 +136,17 @@ func describe(d boot.Detail, l Lease) {
 // dhclient (which brings the link up, and closes its AF_PACKET socket
 // before returning) and returns the lease.
 func RequestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
+	nonblockingXID()
 	link, err := netlink.LinkByName(o.Interface)
 	if err != nil {
 		return Lease{}, fmt.Errorf("dhcp: link %s: %w", o.Interface, err)
 	}
-	if o.Log != nil {
-		// dhclient logs through the standard logger.
-		log.SetOutput(o.Log.Writer())
-		log.SetFlags(0)
-		log.SetPrefix(o.Log.Prefix())
-	}
+	// dhclient logs through the standard logger, a lease as a ~30-line
+	// packet dump: keep the first line of each message, so that the
+	// console (EC2 keeps its last 64 KiB) is not filled with them.
+	log.SetFlags(0)
+	log.SetPrefix("")
+	log.SetOutput(firstLine{o.Log})
 	cfg := dhclient.Config{
 		Timeout: o.Timeout,
 		Retries: o.Retries,
@@ -176,6 +177,20 @@ func RequestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
 		return Lease{}, fmt.Errorf("dhcp %s: no lease (link did not come up within %v?)", o.Interface, lt)
 	}
 	return Lease{}, fmt.Errorf("dhcp %s: %w", o.Interface, errors.Join(errs...))
+}
+
+// firstLine writes the first line of each log message to l (nil: nowhere).
+type firstLine struct{ l *log.Logger }
+
+func (f firstLine) Write(p []byte) (int, error) {
+	if f.l != nil {
+		line, _, _ := strings.Cut(string(p), "\n")
+		if len(line) > 160 {
+			line = line[:160] + "..."
+		}
+		f.l.Print(line)
+	}
+	return len(p), nil
 }
 
 func fromPacket(p *dhclient.Packet4) (Lease, error) {

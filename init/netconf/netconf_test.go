@@ -20,6 +20,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	uiorand "github.com/u-root/uio/rand"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -339,4 +340,24 @@ func TestStatic(t *testing.T) {
 		t.Fatalf("static step: %+v", res.Step)
 	}
 	checkInstalled(t, cliNS, cliIf, "10.78.0.9/24", "10.78.0.1", 1300)
+}
+
+// TestNonblockingXID: once installed, the DHCP library's transaction ids
+// come from the never-blocking reader, and they still differ.
+func TestNonblockingXID(t *testing.T) {
+	nonblockingXID()
+	if _, ok := uiorand.Reader.(nonblockingReader); !ok {
+		t.Fatalf("uio/rand.Reader is %T", uiorand.Reader)
+	}
+	a, err := dhcpv4.GenerateTransactionID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := dhcpv4.GenerateTransactionID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Errorf("two transaction ids equal: %v", a)
+	}
 }

@@ -68,6 +68,15 @@ type Report struct {
 	// Facts are observations of the running system, read after all steps, so
 	// that a test outside the guest can check the policy held.
 	Facts Facts `json:"facts"`
+	// CRNG is when the kernel's random number generator became ready.
+	CRNG *CRNG `json:"crng,omitempty"`
+}
+
+// CRNG is when the kernel's CRNG became ready (nothing at boot waits for
+// it; this says how long a workload that needs it would have waited).
+type CRNG struct {
+	ReadyAtInit bool  `json:"ready_at_init"` // already ready when the init started
+	ReadyMillis int64 `json:"ready_ms"`      // CLOCK_BOOTTIME ms; -1: not yet at report time
 }
 
 // Workload is how the init started the workload.
@@ -140,8 +149,9 @@ const (
 	// EventUnresponsive: the liveness probe failed too often; the workload
 	// is killed and restarted (Detail: the last failure).
 	EventUnresponsive = "workload-unresponsive"
-	EventShutdown     = "shutdown" // an orderly shutdown began (Detail: why)
-	EventPowerOff     = "poweroff" // the last line before power off / reboot
+	EventShutdown     = "shutdown"   // an orderly shutdown began (Detail: why)
+	EventPowerOff     = "poweroff"   // the last line before power off / reboot
+	EventCRNGReady    = "crng-ready" // the kernel's CRNG became ready after the init started
 )
 
 // Event is one thing that happened after boot.

@@ -96,6 +96,17 @@ type Config struct {
 	CPUs     int // vCPUs (default 2)
 	MemoryMB int // default 1024
 	Accel    string
+	// CPUModel is QEMU's -cpu; "" means host under KVM, max under TCG
+	// (max has RDRAND; qemu64 has none: a guest whose CRNG must seed
+	// itself from jitter and interrupts).
+	CPUModel string
+	// VirtioRNG adds a virtio-rng device fed from the host's /dev/urandom.
+	VirtioRNG bool
+	// Queues is the number of virtio-net queue pairs; 0 means one per vCPU.
+	Queues int
+	// AllowReboot lets a guest that reboots (a panic with panic=N) boot
+	// again instead of ending QEMU (-no-reboot).
+	AllowReboot bool
 
 	// Netns and Tap attach a multi-queue virtio-net NIC with one queue
 	// pair per vCPU to the tap device Tap inside Netns. QEMU then runs
@@ -141,15 +152,24 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		"-monitor", "none",
 		"-serial", "stdio",
 		"-qmp", "unix:" + qmpPath + ",server=on,wait=off",
-		// A guest that reboots (a panic, a failed power off) ends the
-		// test instead of booting again.
-		"-no-reboot",
 		"-nodefaults",
 	}
-	if cfg.Accel == "kvm" {
+	if !cfg.AllowReboot {
+		// A guest that reboots (a panic, a failed power off) ends the
+		// test instead of booting again.
+		args = append(args, "-no-reboot")
+	}
+	switch {
+	case cfg.CPUModel != "":
+		args = append(args, "-cpu", cfg.CPUModel)
+	case cfg.Accel == "kvm":
 		args = append(args, "-cpu", "host")
-	} else {
+	default:
 		args = append(args, "-cpu", "max")
+	}
+	if cfg.VirtioRNG {
+		args = append(args, "-object", "rng-random,id=rng0,filename=/dev/urandom",
+			"-device", "virtio-rng-pci,rng=rng0")
 	}
 	if cfg.Disk != "" {
 		args = append(args,
@@ -169,6 +189,9 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	}
 	if cfg.Netns != nil {
 		q := cfg.CPUs
+		if cfg.Queues > 0 {
+			q = cfg.Queues
+		}
 		args = append(args,
 			"-netdev", fmt.Sprintf("tap,id=net0,ifname=%s,script=no,downscript=no,queues=%d,vhost=off", cfg.Tap, q),
 			// vectors: one per rx and tx queue, one for config, one for

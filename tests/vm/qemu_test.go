@@ -96,3 +96,34 @@ func TestArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestArgsOptions(t *testing.T) {
+	for _, tc := range []struct {
+		cfg       Config
+		want, not []string
+	}{
+		{Config{Accel: "tcg"}, []string{"-cpu max", "-no-reboot"}, []string{"virtio-rng", "qemu64"}},
+		{Config{Accel: "kvm"}, []string{"-cpu host"}, nil},
+		{Config{Accel: "tcg", CPUModel: "qemu64", VirtioRNG: true, AllowReboot: true},
+			[]string{"-cpu qemu64", "rng-random,id=rng0,filename=/dev/urandom", "virtio-rng-pci,rng=rng0"},
+			[]string{"-no-reboot", "-cpu max"}},
+		{Config{Accel: "tcg", CPUs: 4, Queues: 2, Netns: &Netns{Name: "x"}, Tap: "tap0"},
+			[]string{"queues=2,vhost=off", "vectors=6,"}, []string{"queues=4"}},
+	} {
+		tc.cfg.Disk = "/d.img"
+		if tc.cfg.CPUs == 0 {
+			tc.cfg.CPUs = 2
+		}
+		got := strings.Join(tc.cfg.Args("/v.fd", "/q.sock"), " ")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%+v: args lack %q:\n%s", tc.cfg, w, got)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("%+v: args have %q:\n%s", tc.cfg, n, got)
+			}
+		}
+	}
+}
