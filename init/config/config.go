@@ -17,14 +17,21 @@
 //	workload.env             [] extra environment, space-separated NAME=value pairs
 //	workload.port            [8080] TCP port; HOTPATH_PORT, and what readiness probes
 //	workload.cpus            [all] CPU list ("0-3", "0,2") or "all" (every online CPU); HOTPATH_CPUS
-//	ready.timeout            [30s] how long to wait for the workload to accept on 127.0.0.1:port
+//	ready.timeout            [30s] how long after the workload's first start to wait for it to accept on
+//	                            127.0.0.1:port; the boot report is printed then, accepting or not
+//	liveness.probe           [off] off, tcp (connect to the port), or an HTTP path ("/healthz": GET,
+//	                            any status below 500 is alive) probed once the workload is ready
+//	liveness.interval        [10s] time between liveness probes
+//	liveness.timeout         [2s] timeout of one liveness probe
+//	liveness.failures        [3] consecutive failed probes that make the init kill and restart the workload
 //	net.mode                 [dhcp] dhcp, static or off
 //	net.interface            [] primary interface; empty = first non-loopback Ethernet device
 //	net.address              [] static mode: address in CIDR form, e.g. 10.0.0.2/24
 //	net.gateway              [] static mode: default gateway (optional)
 //	net.mtu                  [0] MTU to set; 0 = from the DHCP lease (option 26) or unchanged
 //	net.dhcp_timeout         [5s] timeout of one DHCP exchange attempt
-//	net.dhcp_retries         [5] DHCP attempts before the step fails
+//	net.dhcp_retries         [5] DHCP attempts before the step fails (then retried in the background)
+//	net.dhcp_backoff_max     [1m0s] cap of the back-off between background DHCP attempts after boot
 //	nic.channels             [0] combined channels; 0 = min(driver maximum, workload CPUs)
 //	nic.coalesce             [adaptive] adaptive (adaptive RX, static fallback), static, or off (leave as is)
 //	nic.rx_usecs             [20] static RX interrupt moderation in µs
@@ -32,7 +39,10 @@
 //	nic.gro                  [off] GRO on or off
 //	nic.irq_affinity         [on] bind queue IRQ i to workload CPU i
 //	nic.xps                  [on] XPS: tx queue i used by workload CPU i
-//	nic.rps                  [off] off clears rps_cpus on every rx queue; on leaves them
+//	nic.rps                  [off] off: rps_cpus as nic.spread needs them (none with a queue per CPU);
+//	                            on leaves them as they are
+//	nic.spread               [rps] more workload CPUs than rx queues: rps steers each queue's flows to
+//	                            the CPUs sharing it; queues gives the workload only queue-owning CPUs
 //	nic.qdisc                [mq] mq (mq root, noqueue children) or keep
 //	sysctl.busy_poll         [50] net.core.busy_poll (µs)
 //	sysctl.busy_read         [50] net.core.busy_read (µs)
@@ -79,6 +89,11 @@ type Config struct {
 	WorkloadCPUs string // "all" or a CPU list
 	ReadyTimeout time.Duration
 
+	LivenessProbe    string // off, tcp, or an HTTP path
+	LivenessInterval time.Duration
+	LivenessTimeout  time.Duration
+	LivenessFailures int
+
 	NetMode        string // dhcp, static, off
 	NetInterface   string
 	NetAddress     netip.Prefix
@@ -86,6 +101,7 @@ type Config struct {
 	NetMTU         int
 	DHCPTimeout    time.Duration
 	DHCPRetries    int
+	DHCPBackoffMax time.Duration
 	NICChannels    int
 	NICCoalesce    string // adaptive, static, off
 	NICRxUsecs     int
@@ -95,6 +111,7 @@ type Config struct {
 	NICXPS         bool
 	NICRPS         bool
 	NICQdisc       string // mq, keep
+	NICSpread      string // rps, queues
 
 	BusyPoll int
 	BusyRead int
@@ -166,6 +183,23 @@ var Keys = []Key{
 	{"ready.timeout", "30s", "how long to wait for the workload to accept",
 		durSetter(func(c *Config) *time.Duration { return &c.ReadyTimeout }),
 		func(c *Config) string { return c.ReadyTimeout.String() }},
+	{"liveness.probe", "off", "off, tcp, or an HTTP path to GET",
+		func(c *Config, v string) error {
+			if v != "off" && v != "tcp" && (!strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n")) {
+				return fmt.Errorf("want off, tcp or an absolute HTTP path")
+			}
+			c.LivenessProbe = v
+			return nil
+		}, func(c *Config) string { return c.LivenessProbe }},
+	{"liveness.interval", "10s", "time between liveness probes",
+		durSetter(func(c *Config) *time.Duration { return &c.LivenessInterval }),
+		func(c *Config) string { return c.LivenessInterval.String() }},
+	{"liveness.timeout", "2s", "timeout of one liveness probe",
+		durSetter(func(c *Config) *time.Duration { return &c.LivenessTimeout }),
+		func(c *Config) string { return c.LivenessTimeout.String() }},
+	{"liveness.failures", "3", "consecutive failed probes before a restart",
+		intSetter(func(c *Config) *int { return &c.LivenessFailures }, 1, 1000),
+		func(c *Config) string { return strconv.Itoa(c.LivenessFailures) }},
 	{"net.mode", "dhcp", "dhcp, static or off",
 		oneOf(func(c *Config) *string { return &c.NetMode }, "dhcp", "static", "off"),
 		func(c *Config) string { return c.NetMode }},
@@ -222,6 +256,9 @@ var Keys = []Key{
 	{"net.dhcp_retries", "5", "DHCP attempts",
 		intSetter(func(c *Config) *int { return &c.DHCPRetries }, 1, 1000),
 		func(c *Config) string { return strconv.Itoa(c.DHCPRetries) }},
+	{"net.dhcp_backoff_max", "1m0s", "cap of the back-off between background DHCP attempts",
+		durSetter(func(c *Config) *time.Duration { return &c.DHCPBackoffMax }),
+		func(c *Config) string { return c.DHCPBackoffMax.String() }},
 	{"nic.channels", "0", "combined channels; 0 = min(max, workload CPUs)",
 		intSetter(func(c *Config) *int { return &c.NICChannels }, 0, 4096),
 		func(c *Config) string { return strconv.Itoa(c.NICChannels) }},
@@ -249,6 +286,9 @@ var Keys = []Key{
 	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
 		oneOf(func(c *Config) *string { return &c.NICQdisc }, "mq", "keep"),
 		func(c *Config) string { return c.NICQdisc }},
+	{"nic.spread", "rps", "more CPUs than queues: rps (steer to every CPU) or queues (only queue CPUs)",
+		oneOf(func(c *Config) *string { return &c.NICSpread }, "rps", "queues"),
+		func(c *Config) string { return c.NICSpread }},
 	{"sysctl.busy_poll", "50", "net.core.busy_poll (µs)",
 		intSetter(func(c *Config) *int { return &c.BusyPoll }, 0, 1000000),
 		func(c *Config) string { return strconv.Itoa(c.BusyPoll) }},
@@ -542,6 +582,12 @@ func (c *Config) Validate() error {
 	}
 	if c.BackoffMax < c.BackoffMin {
 		errs = append(errs, fmt.Errorf("config: supervise.backoff_max %v < backoff_min %v", c.BackoffMax, c.BackoffMin))
+	}
+	if c.LivenessProbe != "off" && (c.LivenessInterval <= 0 || c.LivenessTimeout <= 0) {
+		errs = append(errs, fmt.Errorf("config: liveness.probe needs a positive liveness.interval and liveness.timeout"))
+	}
+	if c.DHCPBackoffMax <= 0 {
+		errs = append(errs, fmt.Errorf("config: net.dhcp_backoff_max must be positive"))
 	}
 	if c.BackoffMin <= 0 {
 		errs = append(errs, fmt.Errorf("config: supervise.backoff_min must be positive"))

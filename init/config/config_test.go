@@ -176,3 +176,31 @@ func TestValidate(t *testing.T) {
 		t.Error("Validate returned an unknown-keys error")
 	}
 }
+
+func TestIssue11Keys(t *testing.T) {
+	d := Default()
+	if d.NICSpread != "rps" || d.LivenessProbe != "off" || d.LivenessFailures != 3 || d.DHCPBackoffMax != time.Minute {
+		t.Errorf("defaults: spread %s liveness %s/%d dhcp back-off %v", d.NICSpread, d.LivenessProbe, d.LivenessFailures, d.DHCPBackoffMax)
+	}
+	for _, tc := range []struct {
+		key, value string
+		ok         bool
+	}{
+		{"nic.spread", "queues", true}, {"nic.spread", "rss", false},
+		{"liveness.probe", "tcp", true}, {"liveness.probe", "/healthz", true}, {"liveness.probe", "off", true},
+		{"liveness.probe", "healthz", false}, {"liveness.probe", "/a b", false},
+		{"liveness.failures", "0", false}, {"liveness.interval", "500ms", true},
+		{"net.dhcp_backoff_max", "5m", true}, {"net.dhcp_backoff_max", "x", false},
+	} {
+		c := Default()
+		if err := c.Set(tc.key, tc.value); (err == nil) != tc.ok {
+			t.Errorf("Set(%s, %q) = %v, want ok %v", tc.key, tc.value, err, tc.ok)
+		}
+	}
+	c := Default()
+	c.Set("liveness.probe", "tcp")
+	c.Set("liveness.interval", "0s")
+	if err := c.Validate(); err == nil {
+		t.Error("liveness probe with a zero interval validated")
+	}
+}

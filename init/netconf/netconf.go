@@ -71,17 +71,11 @@ func DHCPStep(o DHCPOptions) boot.Step {
 	return boot.Step{
 		Name: "net-dhcp",
 		Apply: func(ctx context.Context, d boot.Detail) error {
-			l, err := RequestLease(ctx, o)
+			l, err := requestAndInstall(ctx, o)
 			if err != nil {
 				return err
 			}
-			if o.MTU != 0 {
-				l.MTU = o.MTU
-			}
 			want = l
-			if err := Install(o.Interface, l, o.ResolvConf); err != nil {
-				return err
-			}
 			describe(d, l)
 			return nil
 		},
@@ -89,6 +83,62 @@ func DHCPStep(o DHCPOptions) boot.Step {
 			return Verify(ctx, o.Interface, want, o.ProcRoot)
 		},
 	}
+}
+
+func requestAndInstall(ctx context.Context, o DHCPOptions) (Lease, error) {
+	l, err := RequestLease(ctx, o)
+	if err != nil {
+		return Lease{}, err
+	}
+	if o.MTU != 0 {
+		l.MTU = o.MTU
+	}
+	if err := Install(o.Interface, l, o.ResolvConf); err != nil {
+		return Lease{}, err
+	}
+	return l, nil
+}
+
+// KeepTrying takes a lease in the background once the boot attempts have
+// failed: an instance without an address is unreachable, and nobody can
+// log in to retry. Each attempt is a whole exchange (o.Retries tries of
+// o.Timeout); between attempts it waits min, doubling up to max. It calls
+// bound once with the installed and verified lease and the number of
+// attempts, and returns then or when ctx ends.
+func KeepTrying(ctx context.Context, o DHCPOptions, min, max time.Duration, bound func(Lease, int)) {
+	wait := min
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = NextBackoff(wait, max)
+		l, err := requestAndInstall(ctx, o)
+		if err == nil {
+			err = Verify(ctx, o.Interface, l, o.ProcRoot)
+		}
+		if err != nil {
+			if o.Log != nil {
+				o.Log.Printf("background attempt %d failed: %v; next in %v", attempt, err, wait)
+			}
+			continue
+		}
+		bound(l, attempt)
+		return
+	}
+}
+
+// NextBackoff doubles d up to max.
+func NextBackoff(d, max time.Duration) time.Duration {
+	return min(2*d, max)
+}
+
+// Describe is the step detail of an installed lease, for an event line.
+func Describe(l Lease) string {
+	d := boot.Detail{}
+	describe(d, l)
+	return fmt.Sprint(map[string]string(d))
 }
 
 // StaticStep returns the step that installs a configured address.

@@ -67,6 +67,25 @@ func TestHelperNetconfChild(t *testing.T) {
 		}
 		step = DHCPStep(DHCPOptions{Interface: ifname, Timeout: timeout, Retries: retries,
 			LinkTimeout: 5 * time.Second, ResolvConf: os.Getenv("HOTPATH_NETCONF_RESOLV"), ProcRoot: "/proc"})
+	case "retry":
+		// The boot step fails (no server yet), then the background
+		// retries take the lease once the parent starts one.
+		o := DHCPOptions{Interface: ifname, Timeout: 300 * time.Millisecond, Retries: 1,
+			LinkTimeout: 5 * time.Second, ProcRoot: "/proc"}
+		r := boot.RunOne(context.Background(), DHCPStep(o))
+		fmt.Printf("STEP %s\n", r.Status)
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		var res childResult
+		KeepTrying(ctx, o, 100*time.Millisecond, 400*time.Millisecond, func(l Lease, attempts int) {
+			res.Step = report.Step{Name: "retry", Status: report.Applied, Detail: map[string]string{
+				"address": l.Addr.String(), "attempts": fmt.Sprint(attempts)}}
+		})
+		res.Packets, _ = PacketSockets("/proc")
+		b, _ := json.Marshal(res)
+		fmt.Printf("RESULT %s\n", b)
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
 	case "static":
 		step = StaticStep(ifname, Lease{Addr: netip.MustParsePrefix("10.78.0.9/24"),
 			Gateway: netip.MustParseAddr("10.78.0.1"), MTU: 1300}, "/proc")
@@ -202,6 +221,13 @@ func startServer(t *testing.T, ns, ifname string, lease net.IP) *dhcpServer {
 // child is still alive.
 func runChild(t *testing.T, ns, mode, ifname string, extraEnv ...string) (childResult, int) {
 	t.Helper()
+	return runChildWatch(t, ns, mode, ifname, nil, extraEnv...)
+}
+
+// runChildWatch is runChild, calling onLine with each line the child
+// prints before its result.
+func runChildWatch(t *testing.T, ns, mode, ifname string, onLine func(string), extraEnv ...string) (childResult, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestHelperNetconfChild$", "-test.v")
@@ -220,6 +246,9 @@ func runChild(t *testing.T, ns, mode, ifname string, extraEnv ...string) (childR
 		rest, ok := strings.CutPrefix(line, "RESULT ")
 		if !ok {
 			t.Logf("child: %s", line)
+			if onLine != nil {
+				onLine(line)
+			}
 			continue
 		}
 		var res childResult
@@ -359,5 +388,44 @@ func TestNonblockingXID(t *testing.T) {
 	}
 	if a == b {
 		t.Errorf("two transaction ids equal: %v", a)
+	}
+}
+
+// TestDHCPBackgroundRetry: the boot step fails with no server; a server
+// that appears later is found by the background retries, whose lease is
+// installed, and no AF_PACKET socket stays behind.
+func TestDHCPBackgroundRetry(t *testing.T) {
+	srvNS, cliNS, srvIf, cliIf := netnsPair(t)
+	run(t, "ip", "-n", srvNS, "link", "set", srvIf, "up")
+	var srv *dhcpServer
+	res, outside := runChildWatch(t, cliNS, "retry", cliIf, func(line string) {
+		if strings.HasPrefix(line, "STEP ") {
+			if line != "STEP failed" {
+				t.Errorf("boot step without a server: %s", line)
+			}
+			srv = startServer(t, srvNS, srvIf, net.IPv4(10, 77, 0, 43))
+		}
+	})
+	if srv == nil {
+		t.Fatal("the child never reported its boot step")
+	}
+	if res.Step.Status != report.Applied || res.Step.Detail["address"] != "10.77.0.43/24" {
+		t.Fatalf("background retry: %+v", res.Step)
+	}
+	if res.Packets != 0 || outside != 0 {
+		t.Errorf("AF_PACKET sockets after the background lease: %d/%d", res.Packets, outside)
+	}
+	checkInstalled(t, cliNS, cliIf, "10.77.0.43/24", "10.77.0.1", 1400)
+}
+
+func TestNextBackoff(t *testing.T) {
+	d := time.Second
+	var got []time.Duration
+	for range 5 {
+		got = append(got, d)
+		d = NextBackoff(d, 5*time.Second)
+	}
+	if fmt.Sprint(got) != "[1s 2s 4s 5s 5s]" {
+		t.Errorf("back-off %v", got)
 	}
 }

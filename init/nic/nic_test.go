@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -361,7 +362,7 @@ func TestENASteps(t *testing.T) {
 
 	// Static moderation when asked for.
 	tu.Opt.Coalesce = "static"
-	r := boot.RunOne(context.Background(), tu.Steps()[1])
+	r := boot.RunOne(context.Background(), stepNamed(t, tu.Steps(), "nic-coalesce"))
 	if r.Status != report.Applied || r.Detail["mode"] != "static" || et.co.RxCoalesceUsecs != 20 || et.co.UseAdaptiveRxCoalesce != 0 {
 		t.Errorf("static coalesce: %+v, driver state %+v", r, et.co)
 	}
@@ -372,7 +373,6 @@ func TestXPSMasks(t *testing.T) {
 		ncpu, nq int
 		want     []string // xps_cpus per tx queue as the kernel would print them
 	}{
-		{1, 1, []string{"1"}},
 		{2, 2, []string{"1", "2"}},
 		{4, 4, []string{"1", "2", "4", "8"}},
 		{8, 8, []string{"01", "02", "04", "08", "10", "20", "40", "80"}},
@@ -458,6 +458,188 @@ func TestMissingFilesSkip(t *testing.T) {
 		if r := boot.RunOne(context.Background(), s); r.Status != report.Skipped || r.Reason != "no NIC" {
 			t.Errorf("SkippedSteps: %+v", r)
 		}
+	}
+}
+
+func stepNamed(t *testing.T, steps []boot.Step, name string) boot.Step {
+	t.Helper()
+	for _, s := range steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no step %s", name)
+	return boot.Step{}
+}
+
+// TestSpread: 4 workload CPUs on 2 queues. rps keeps every CPU and steers
+// queue q's flows to CPUs q and q+2; queues gives the workload CPUs 0-1
+// and RPS stays off. Either way queue i's IRQ is on the i-th workload CPU
+// and the XPS and RPS masks cover exactly the workload's CPUs.
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct {
+		spread   string
+		cpus     []int
+		nq       int
+		mode     string
+		workload string
+		rps, xps []string
+	}{
+		{SpreadRPS, []int{0, 1, 2, 3}, 2, "rps", "0-3", []string{"5", "a"}, []string{"5", "a"}},
+		{SpreadQueues, []int{0, 1, 2, 3}, 2, "queues", "0-1", []string{"0", "0"}, []string{"1", "2"}},
+		{SpreadRPS, []int{2, 3}, 2, "queue-per-cpu", "2-3", []string{"0", "0"}, []string{"4", "8"}},
+		{SpreadRPS, []int{0, 1, 2}, 1, "rps", "0-2", []string{"7"}, nil},
+		{SpreadQueues, []int{0, 1, 2}, 1, "queues", "0", []string{"0"}, nil},
+	} {
+		t.Run(fmt.Sprintf("%s-%dcpu-%dq", tc.spread, len(tc.cpus), tc.nq), func(t *testing.T) {
+			ft := newTree(t)
+			ft.addNIC(t, "eth0", 2, "virtio0", "virtio_net", tc.nq, tc.nq == 1)
+			var names []string
+			for q := 0; q < tc.nq; q++ {
+				names = append(names, fmt.Sprintf("virtio0-input.%d", q), fmt.Sprintf("virtio0-output.%d", q))
+			}
+			irqs := ft.interrupts(t, 4, names...)
+			opt := defaultOpts()
+			opt.Spread = tc.spread
+			tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
+				CPUs: tc.cpus, NrCPUs: 4, Opt: opt}
+			res := map[string]report.Step{}
+			for _, name := range []string{"nic-spread", "nic-irq-affinity", "nic-xps", "nic-rps"} {
+				res[name] = boot.RunOne(context.Background(), stepNamed(t, tu.Steps(), name))
+			}
+			if m := res["nic-spread"].Detail["mode"]; m != tc.mode {
+				t.Errorf("spread mode %q, want %q (%+v)", m, tc.mode, res["nic-spread"])
+			}
+			if got := cpuset.FormatList(tu.WorkloadCPUs()); got != tc.workload {
+				t.Errorf("workload cpus %s, want %s", got, tc.workload)
+			}
+			for name, r := range res {
+				if r.Status == report.Failed {
+					t.Errorf("%s failed: %s", name, r.Error)
+				}
+			}
+			for q := 0; q < tc.nq; q++ {
+				if got := ft.read(t, filepath.Join(ft.sys, "class/net/eth0/queues", fmt.Sprintf("rx-%d", q), "rps_cpus")); got != tc.rps[q] {
+					t.Errorf("rx-%d rps_cpus %s, want %s", q, got, tc.rps[q])
+				}
+				irq := irqs[fmt.Sprintf("virtio0-input.%d", q)]
+				if got := ft.read(t, filepath.Join(ft.proc, "irq", fmt.Sprint(irq), "smp_affinity_list")); got != fmt.Sprint(tu.WorkloadCPUs()[q]) {
+					t.Errorf("input.%d affinity %s, want %d", q, got, tu.WorkloadCPUs()[q])
+				}
+				if tc.xps != nil {
+					if got := ft.read(t, filepath.Join(ft.sys, "class/net/eth0/queues", fmt.Sprintf("tx-%d", q), "xps_cpus")); got != tc.xps[q] {
+						t.Errorf("tx-%d xps_cpus %s, want %s", q, got, tc.xps[q])
+					}
+				}
+			}
+			if tc.nq == 1 {
+				if r := res["nic-xps"]; r.Status != report.Skipped || !strings.Contains(r.Reason, "single tx queue") {
+					t.Errorf("xps on one queue: %+v, want skipped", r)
+				}
+			}
+		})
+	}
+}
+
+func TestRoundsTo(t *testing.T) {
+	for _, tc := range []struct {
+		want, got uint32
+		ok        bool
+	}{
+		{20, 20, true}, {0, 0, true}, {64, 64, true},
+		{20, 16, true},  // resolution 8 (or 16)
+		{20, 18, true},  // resolution 2, 3, 6, 9 or 18
+		{21, 20, true},  // resolution 2 ... 20
+		{64, 60, true},  // resolution 4 ... 60
+		{20, 0, false},  // rounded to nothing: moderation off
+		{20, 10, false}, // 10 would leave 20 exactly
+		{20, 8, false},  // remainder 12 is not below any divisor of 8
+		{20, 24, false}, // rounded up: not a truncating device
+	} {
+		if got := RoundsTo(tc.want, tc.got); got != tc.ok {
+			t.Errorf("RoundsTo(%d, %d) = %v, want %v", tc.want, tc.got, got, tc.ok)
+		}
+	}
+}
+
+// roundingEthtool reports usecs rounded down to res (ENA's
+// intr_delay_resolution) and, like ENA at open since Linux 6.9, may turn
+// adaptive moderation back on behind the init's back.
+type roundingEthtool struct {
+	fakeEthtool
+	res        uint32
+	keepDIMOff bool
+	forceDIMOn bool
+}
+
+func (r *roundingEthtool) SetCoalesce(n string, c ethtool.Coalesce) (ethtool.Coalesce, error) {
+	c.RxCoalesceUsecs = c.RxCoalesceUsecs / r.res * r.res
+	c.TxCoalesceUsecs = c.TxCoalesceUsecs / r.res * r.res
+	if r.forceDIMOn {
+		c.UseAdaptiveRxCoalesce = 1
+	}
+	if r.keepDIMOff {
+		c.UseAdaptiveRxCoalesce = 0
+	}
+	return r.fakeEthtool.SetCoalesce(n, c)
+}
+
+func TestCoalesceVerify(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode string
+		res        uint32
+		rx, tx     int
+		forceOn    bool
+		keepOff    bool
+		status     report.Status
+		detail     string
+	}{
+		{"static exact", "static", 1, 20, 64, false, false, report.Applied, ""},
+		{"static rounded", "static", 8, 20, 64, false, false, report.Applied, "20 -> 16"},
+		{"static rounded to zero", "static", 32, 20, 64, false, false, report.Failed, "rx-usecs reads 0"},
+		{"static reverted to adaptive", "static", 1, 20, 64, true, false, report.Failed, "adaptive-rx reads 1"},
+		{"adaptive", "adaptive", 1, 20, 64, false, false, report.Applied, "adaptive-rx"},
+		{"adaptive not kept", "adaptive", 1, 20, 64, false, true, report.Failed, "adaptive-rx reads 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			et := &roundingEthtool{fakeEthtool: fakeEthtool{}, res: tc.res, forceDIMOn: tc.forceOn, keepDIMOff: tc.keepOff}
+			opt := defaultOpts()
+			opt.Coalesce, opt.RxUsecs, opt.TxUsecs = tc.mode, tc.rx, tc.tx
+			tu := &Tuner{Link: Link{Name: "eth0", Driver: "ena"}, Ethtool: et, Opt: opt}
+			r := boot.RunOne(context.Background(), stepNamed(t, tu.Steps(), "nic-coalesce"))
+			if r.Status != tc.status {
+				t.Fatalf("%+v, want %s", r, tc.status)
+			}
+			all := r.Error + fmt.Sprint(r.Detail)
+			if !strings.Contains(all, tc.detail) {
+				t.Errorf("%+v lacks %q", r, tc.detail)
+			}
+		})
+	}
+}
+
+// TestCoalesceAfterLinkUp: moderation is set after the link is up (a
+// driver resets it at open), and a link change re-applies it.
+func TestCoalesceAfterLinkUp(t *testing.T) {
+	tu := &Tuner{}
+	var order []string
+	for _, s := range tu.Steps() {
+		order = append(order, s.Name)
+	}
+	if strings.Index(strings.Join(order, ","), "nic-link-up") > strings.Index(strings.Join(order, ","), "nic-coalesce") {
+		t.Errorf("step order %v: coalesce before link-up", order)
+	}
+	var re []string
+	for _, s := range tu.ReapplySteps() {
+		re = append(re, s.Name)
+	}
+	for _, want := range []string{"nic-coalesce", "nic-irq-affinity", "nic-xps", "nic-rps"} {
+		if !slices.Contains(re, want) {
+			t.Errorf("ReapplySteps %v lacks %s", re, want)
+		}
+	}
+	if slices.Contains(re, "nic-channels") {
+		t.Errorf("ReapplySteps %v would change the queue count under the workload", re)
 	}
 }
 
