@@ -1,9 +1,13 @@
 // Command init is hotpath's PID 1. It mounts the kernel file systems,
-// applies the boot steps (sysctls, NIC tuning, network configuration),
-// starts the workload as PID 2, prints one boot report on the console once
-// the workload accepts connections, supervises it, and powers the machine
-// off in order when the power button is pressed or PID 1 gets SIGTERM or
-// SIGUSR2 (Ctrl-Alt-Del, SIGINT, reboots).
+// reads its configuration, runs the boot steps (the table in sequence.go:
+// sysctls, the workload's CPUs, NIC tuning, network configuration, the
+// power button), starts the workload as PID 2, prints one boot report on
+// the console once the workload accepts connections (or at the ready
+// deadline, whatever the workload does), supervises it, keeps the network
+// right (DHCP retried in the background, NIC steps re-applied after a link
+// reset), and powers the machine off in order when the power button is
+// pressed or PID 1 gets SIGTERM or SIGUSR2 (Ctrl-Alt-Del, SIGINT,
+// reboots). Every other signal is logged and ignored (package signals).
 //
 // Nothing may make PID 1 exit or panic (the kernel would panic): every step
 // runs under recover, a failed tuning only marks its step failed, and if
@@ -14,29 +18,18 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
-	"github.com/hotpath-dev/hotpath/init/cpuset"
 	"github.com/hotpath-dev/hotpath/init/crng"
-	"github.com/hotpath-dev/hotpath/init/facts"
-	"github.com/hotpath-dev/hotpath/init/netconf"
-	"github.com/hotpath-dev/hotpath/init/nic"
-	"github.com/hotpath-dev/hotpath/init/power"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/init/signals"
 	"github.com/hotpath-dev/hotpath/init/supervise"
-	"github.com/hotpath-dev/hotpath/init/sysctl"
-	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 )
 
@@ -136,16 +129,9 @@ func fallback(con *console.Console, requests chan request) {
 func run(con *console.Console, requests chan request) {
 	ctx := context.Background()
 	pid1 := os.Getpid() == 1
-	var results []report.Step
-	runStep := func(s boot.Step) report.Step {
-		r := boot.RunOne(ctx, s)
-		logStep(con, r)
-		results = append(results, r)
-		return r
-	}
-
+	m := &machine{ctx: ctx, con: con, procRoot: procRoot, sysRoot: sysRoot, devRoot: devRoot, requests: requests}
 	if pid1 {
-		runStep(mountStep())
+		m.run(mountStep())
 		attachConsole(con)
 		// Ctrl-Alt-Del sends SIGINT to PID 1 instead of an immediate reboot.
 		if err := unix.Reboot(unix.LINUX_REBOOT_CMD_CAD_OFF); err != nil {
@@ -163,164 +149,14 @@ func run(con *console.Console, requests chan request) {
 	con.Logf("starting, kernel uptime %d ms", bootMillis())
 	rng := watchCRNG(con)
 
-	// Configuration: the baked file, then the kernel command line.
-	cfg, unknown := loadConfig(con)
+	// Configuration: the baked file, then the kernel command line (so
+	// after the mounts: /proc/cmdline).
+	var unknown []string
+	m.cfg, unknown = loadConfig(con)
+	m.boot()
 
-	runStep(boot.Step{Name: "loopback", Apply: func(context.Context, boot.Detail) error {
-		return nic.NewNetlink().LinkSetUp("lo")
-	}, Verify: func(context.Context, boot.Detail) error {
-		up, err := nic.NewNetlink().LinkIsUp("lo")
-		if err == nil && !up {
-			err = errors.New("lo is down")
-		}
-		return err
-	}})
-	runStep(rlimitStep())
-
-	settings := sysctl.Merge(sysctl.Defaults(cfg.BusyPoll, cfg.BusyRead), cfg.SysctlNames(), cfg.Sysctls)
-	for _, s := range sysctl.Steps(procRoot, settings) {
-		runStep(s)
-	}
-
-	// CPUs of the workload: they are the CPUs the NIC queues map to.
-	online, err := cpuset.Online(sysRoot)
-	if err != nil || len(online) == 0 {
-		con.Logf("online cpus: %v; assuming cpu 0", err)
-		online = []int{0}
-	}
-	cpus := online
-	if cfg.WorkloadCPUs != "all" {
-		cpus, _ = cpuset.ParseList(cfg.WorkloadCPUs)
-	}
-	nrCPUs, err := cpuset.Possible(sysRoot)
-	if err != nil {
-		nrCPUs = cpus[len(cpus)-1] + 1
-	}
-
-	// The NIC.
-	var link *nic.Link
-	var et *ethtool.Ethtool
-	l, err := nic.Discover(sysRoot, cfg.NetInterface)
-	discover := boot.Step{Name: "nic-discover", Apply: func(_ context.Context, d boot.Detail) error {
-		if err != nil {
-			return boot.Skip("%v", err)
-		}
-		d["name"], d["driver"], d["device"] = l.Name, l.Driver, l.Device
-		return nil
-	}}
-	if runStep(discover).Status == report.Applied {
-		link = &l
-		et, err = ethtool.NewEthtool()
-		if err != nil {
-			con.Logf("ethtool: %v", err)
-		}
-	}
-	if link != nil && et != nil {
-		t := &nic.Tuner{SysRoot: sysRoot, ProcRoot: procRoot, Link: *link, CPUs: cpus, NrCPUs: nrCPUs,
-			Ethtool: et, Netlink: nic.NewNetlink(), Opt: nic.Options{
-				Channels: cfg.NICChannels, Coalesce: cfg.NICCoalesce, RxUsecs: cfg.NICRxUsecs, TxUsecs: cfg.NICTxUsecs,
-				GRO: cfg.NICGRO, IRQAffinity: cfg.NICIRQAffinity, XPS: cfg.NICXPS, RPS: cfg.NICRPS, Qdisc: cfg.NICQdisc,
-			}}
-		for _, s := range t.Steps() {
-			runStep(s)
-		}
-	} else {
-		for _, s := range nic.SkippedSteps("no primary network interface") {
-			runStep(s)
-		}
-	}
-
-	// Network configuration.
-	switch {
-	case cfg.NetMode == "off":
-		runStep(skipStep("net", "net.mode=off"))
-	case link == nil:
-		runStep(skipStep("net", "no primary network interface"))
-	case cfg.NetMode == "static":
-		runStep(netconf.StaticStep(link.Name, netconf.Lease{Addr: cfg.NetAddress, Gateway: cfg.NetGateway, MTU: cfg.NetMTU}, procRoot))
-	default:
-		runStep(netconf.DHCPStep(netconf.DHCPOptions{
-			Interface: link.Name, Timeout: cfg.DHCPTimeout, Retries: cfg.DHCPRetries, MTU: cfg.NetMTU,
-			ResolvConf: "/etc/resolv.conf", ProcRoot: procRoot,
-			Log: log.New(con, "dhclient: ", 0),
-		}))
-	}
-
-	// The power button.
-	runStep(boot.Step{Name: "power-button", Apply: func(_ context.Context, d boot.Detail) error {
-		devs, err := power.Find(sysRoot, devRoot)
-		if err != nil {
-			return boot.Skip("%v", err)
-		}
-		if len(devs) == 0 {
-			return boot.Skip("no input device reports KEY_POWER (kernel without CONFIG_INPUT_EVDEV or ACPI button?)")
-		}
-		w := power.Watch(ctx, devs, func(dev power.Device) {
-			requests <- request{"power button (" + dev.Desc + ")", false}
-		}, con.Logf)
-		if len(w) == 0 {
-			return fmt.Errorf("could not open any of %d power button devices", len(devs))
-		}
-		for _, dev := range w {
-			d[dev.Name] = dev.Desc
-		}
-		return nil
-	}})
-
-	// The workload.
-	cpuList := cpuset.FormatList(cpus)
-	env := append([]string{"PATH=/bin:/sbin:/", "HOME=/",
-		"HOTPATH_CPUS=" + cpuList, "HOTPATH_PORT=" + strconv.Itoa(cfg.WorkloadPort)}, cfg.WorkloadEnv...)
-	rep := report.Report{
-		Version: report.Version, Kernel: kernelRelease(), CPUs: len(online),
-		Config: cfg.Map(), Unknown: unknown,
-		Workload: &report.Workload{Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, CPUs: cpuList, Port: cfg.WorkloadPort},
-	}
-	sysctlNames := make([]string, len(settings))
-	for i, s := range settings {
-		sysctlNames[i] = s.Name
-	}
-	var sup *supervise.Supervisor
-	sup = supervise.New(supervise.Config{
-		Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, Env: env, Port: cfg.WorkloadPort,
-		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
-		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
-		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout,
-		Stdout: os.Stdout, Stderr: os.Stderr,
-		Millis: bootMillis,
-		Event: func(e report.Event) {
-			con.Line(report.EventPrefix, e)
-			if e.Kind == report.EventStart && rep.Workload.PID == 0 {
-				rep.Workload.PID = e.PID
-			}
-		},
-		Log: con.Logf,
-		OnFirstReady: func(err error) {
-			rep.ReadyMillis = bootMillis()
-			if err != nil {
-				rep.ReadyMillis = -1
-				rep.ReadyError = err.Error()
-			}
-			rep.Steps = results
-			fo := facts.Options{SysRoot: sysRoot, ProcRoot: procRoot, Sysctls: sysctlNames, Link: link,
-				Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs}
-			if et != nil {
-				fo.Ethtool = et
-			}
-			rep.Facts = facts.Read(fo, con.Logf)
-			rep.CRNG = rng.report()
-			con.Line(report.ReportPrefix, rep)
-			con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
-		},
-	})
-	go func() {
-		defer recoverLog(con, "reaper")
-		sup.Reap(ctx)
-	}()
-	go func() {
-		defer recoverLog(con, "supervisor")
-		sup.Run()
-	}()
+	sup := startWorkload(m, rng, unknown)
+	afterBoot(m, sup)
 
 	r := <-requests
 	con.Logf("shutdown: %s", r.why)
@@ -374,21 +210,6 @@ func recoverLog(con *console.Console, what string) {
 	}
 }
 
-func logStep(con *console.Console, r report.Step) {
-	switch r.Status {
-	case report.Applied:
-		con.Logf("step %s: applied %v", r.Name, r.Detail)
-	case report.Skipped:
-		con.Logf("step %s: skipped: %s", r.Name, r.Reason)
-	default:
-		con.Logf("step %s: FAILED: %s", r.Name, r.Error)
-	}
-}
-
-func skipStep(name, reason string) boot.Step {
-	return boot.Step{Name: name, Apply: func(context.Context, boot.Detail) error { return boot.Skip("%s", reason) }}
-}
-
 // loadConfig reads the baked file and the command-line overrides. Bad
 // lines are reported and skipped; unknown keys are reported on the console
 // and returned for the boot report.
@@ -439,26 +260,4 @@ func kernelRelease() string {
 		return ""
 	}
 	return unix.ByteSliceToString(u.Release[:])
-}
-
-// rlimitStep raises the open-file limit that the workload inherits: one
-// descriptor per connection.
-func rlimitStep() boot.Step {
-	const n = 1 << 20
-	return boot.Step{Name: "rlimit-nofile", Apply: func(_ context.Context, d boot.Detail) error {
-		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}); err != nil {
-			return fmt.Errorf("setrlimit nofile %d: %w", n, err)
-		}
-		d["nofile"] = strconv.Itoa(n)
-		return nil
-	}, Verify: func(context.Context, boot.Detail) error {
-		var r unix.Rlimit
-		if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
-			return err
-		}
-		if r.Cur != n {
-			return fmt.Errorf("nofile is %d", r.Cur)
-		}
-		return nil
-	}}
 }

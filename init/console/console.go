@@ -7,11 +7,19 @@
 // second time; they are still in the kernel ring buffer (dmesg). Report
 // lines do not go to /dev/kmsg at all: a kmsg record is limited to about
 // 1 KiB and the boot report is longer.
+//
+// EC2's get-console-output returns only the last 64 KiB of the console.
+// The boot report is printed once, so events, log lines and the
+// workload's own output would push it out of that window on a long-lived
+// instance: the Console counts what goes through it and, once KeepEvery
+// bytes have followed the report, prints the report's compact form again
+// (see Keep).
 package console
 
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 
@@ -21,11 +29,22 @@ import (
 // Prefix starts every log line.
 const Prefix = "hotpath-init: "
 
+// KeepEvery is how much output may follow the latest report before it is
+// printed again: half of EC2's 64 KiB window, leaving the other half for
+// kernel messages, which do not pass through the Console.
+const KeepEvery = 32 << 10
+
 // Console is safe for concurrent use; each line is one write.
 type Console struct {
 	mu   sync.Mutex
 	Out  io.Writer // the console (/dev/console or stdout)
 	Kmsg io.Writer // /dev/kmsg, or nil
+	// Every overrides KeepEvery (tests).
+	Every int
+
+	since int    // bytes written since the report was last printed
+	keep  []byte // the report line to print again, nil before Keep
+	kept  int    // times it was printed again
 }
 
 // Logf writes one log line.
@@ -34,13 +53,12 @@ func (c *Console) Logf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, l := range strings.Split(msg, "\n") {
-		if c.Out != nil {
-			io.WriteString(c.Out, Prefix+l+"\n")
-		}
+		c.out([]byte(Prefix + l + "\n"))
 		if c.Kmsg != nil {
 			io.WriteString(c.Kmsg, "<7>"+Prefix+l+"\n")
 		}
 	}
+	c.keepReport()
 }
 
 // Write implements io.Writer for libraries that log through log.Logger.
@@ -58,9 +76,84 @@ func (c *Console) Line(prefix string, v any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.Out != nil {
-		// Start on a fresh line: kernel messages may have left the
-		// cursor mid-line on a serial console.
-		c.Out.Write(append([]byte("\n"), b...))
+	// Start on a fresh line: kernel messages may have left the cursor
+	// mid-line on a serial console.
+	c.out(append([]byte("\n"), b...))
+	c.keepReport()
+}
+
+// Report prints the boot report and keeps its compact form (see
+// report.Compacted) to print again whenever KeepEvery bytes have followed
+// it.
+func (c *Console) Report(r report.Report) {
+	b, err := report.Format(report.ReportPrefix, r)
+	if err != nil {
+		c.Logf("%v", err)
+		return
 	}
+	cb, err := report.Format(report.ReportPrefix, r.Compacted())
+	if err != nil {
+		c.Logf("%v", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out(append([]byte("\n"), b...))
+	c.keep = append([]byte("\n"), cb...)
+	c.since = 0
+}
+
+// Reprints returns how many times the report was printed again.
+func (c *Console) Reprints() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kept
+}
+
+// Passthrough returns the write end of a pipe whose output (the
+// workload's stdout and stderr) is copied to the console as it comes and
+// counted towards KeepEvery. The caller passes it to the child and keeps
+// it open.
+func (c *Console) Passthrough() (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				c.mu.Lock()
+				c.out(buf[:n])
+				c.keepReport()
+				c.mu.Unlock()
+			}
+			if err != nil {
+				r.Close()
+				return
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (c *Console) out(b []byte) {
+	if c.Out != nil {
+		c.Out.Write(b)
+	}
+	c.since += len(b)
+}
+
+func (c *Console) keepReport() {
+	every := c.Every
+	if every == 0 {
+		every = KeepEvery
+	}
+	if c.keep == nil || c.since < every {
+		return
+	}
+	c.out(c.keep)
+	c.since = 0
+	c.kept++
 }

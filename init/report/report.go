@@ -70,6 +70,26 @@ type Report struct {
 	Facts Facts `json:"facts"`
 	// CRNG is when the kernel's random number generator became ready.
 	CRNG *CRNG `json:"crng,omitempty"`
+	// Compact marks a report printed again to stay within the console's
+	// last 64 KiB (EC2 get-console-output): step details, facts and the
+	// configuration are left out; the first report has them.
+	Compact bool `json:"compact,omitempty"`
+}
+
+// Compacted returns r without step details, facts and configuration: a few
+// hundred bytes per step, enough to see what failed and whether the
+// workload became ready.
+func (r Report) Compacted() Report {
+	c := r
+	c.Compact = true
+	c.Config = nil
+	c.Facts = Facts{}
+	c.Steps = make([]Step, len(r.Steps))
+	for i, s := range r.Steps {
+		s.Detail = nil
+		c.Steps[i] = s
+	}
+	return c
 }
 
 // CRNG is when the kernel's CRNG became ready (nothing at boot waits for
@@ -149,9 +169,12 @@ const (
 	// EventUnresponsive: the liveness probe failed too often; the workload
 	// is killed and restarted (Detail: the last failure).
 	EventUnresponsive = "workload-unresponsive"
-	EventShutdown     = "shutdown"   // an orderly shutdown began (Detail: why)
-	EventPowerOff     = "poweroff"   // the last line before power off / reboot
-	EventCRNGReady    = "crng-ready" // the kernel's CRNG became ready after the init started
+	EventShutdown     = "shutdown"    // an orderly shutdown began (Detail: why)
+	EventPowerOff     = "poweroff"    // the last line before power off / reboot
+	EventNetBound     = "net-bound"   // a background DHCP attempt got the lease the boot did not (Detail: lease)
+	EventLink         = "link"        // the primary link lost or regained carrier (Detail: down/up)
+	EventNICReapply   = "nic-reapply" // NIC steps run again (Detail: why; Steps: results)
+	EventCRNGReady    = "crng-ready"  // the kernel's CRNG became ready after the init started
 )
 
 // Event is one thing that happened after boot.
@@ -163,6 +186,9 @@ type Event struct {
 	Detail    string `json:"detail,omitempty"`
 	BackoffMS int64  `json:"backoff_ms,omitempty"`
 	Exits     int    `json:"exits,omitempty"` // exits counted within the crash-loop window
+	// Steps are the results of boot steps run again after boot (NIC steps
+	// after a link change or a late DHCP lease).
+	Steps []Step `json:"steps,omitempty"`
 }
 
 // Format renders v (a Report or an Event) as one console line, newline included.

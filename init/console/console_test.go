@@ -1,0 +1,92 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/report"
+)
+
+// TestReportStaysInWindow: however much follows the report (log lines,
+// events, the workload's output), the console's last 2×Every bytes always
+// hold a report, and the repeats are the compact form.
+func TestReportStaysInWindow(t *testing.T) {
+	var out bytes.Buffer
+	const every = 4096
+	c := &Console{Out: &out, Every: every}
+	c.Logf("before the report")
+	rep := report.Report{Version: report.Version, ReadyMillis: 1234,
+		Steps:  []report.Step{{Name: "nic-xps", Status: report.Skipped, Reason: "one queue", Detail: map[string]string{"a": "b"}}},
+		Config: map[string]string{"workload.port": "8080"}}
+	c.Report(rep)
+	w, err := c.Passthrough()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 200 {
+		switch i % 3 {
+		case 0:
+			c.Logf("event number %d %s", i, strings.Repeat("x", 100))
+		case 1:
+			c.Line(report.EventPrefix, report.Event{Kind: report.EventRestart, Millis: int64(i)})
+		case 2:
+			fmt.Fprintf(w, "workload says %d %s\n", i, strings.Repeat("y", 100))
+		}
+	}
+	w.Close()
+	// Let the passthrough copy drain.
+	for range 100 {
+		c.mu.Lock()
+		n := out.Len()
+		c.mu.Unlock()
+		if n > 200*100 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.mu.Lock()
+	all := out.String()
+	c.mu.Unlock()
+	if c.Reprints() < 3 {
+		t.Fatalf("%d reprints after ~%d bytes with every=%d", c.Reprints(), len(all), every)
+	}
+	for end := len(all); end > 2*every; end -= every / 2 {
+		end = strings.LastIndex(all[:end], "\n") + 1 // whole lines only
+		window := all[end-2*every : end]
+		reps, _, err := report.Parse(strings.NewReader(window[strings.Index(window, "\n")+1:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reps) == 0 {
+			t.Fatalf("no report in the %d bytes before offset %d", 2*every, end)
+		}
+	}
+	reps, _, err := report.Parse(strings.NewReader(all))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reps[0].Compact || reps[0].Steps[0].Detail == nil || reps[0].Config == nil {
+		t.Errorf("first report not the full one: %+v", reps[0])
+	}
+	last := reps[len(reps)-1]
+	if !last.Compact || last.Steps[0].Detail != nil || last.Config != nil || last.ReadyMillis != 1234 ||
+		last.Steps[0].Reason != "one queue" {
+		t.Errorf("repeat %+v, want the compact form with statuses and reasons", last)
+	}
+}
+
+// TestNoRepeatBeforeReport: nothing is repeated before a report exists.
+func TestNoRepeatBeforeReport(t *testing.T) {
+	var out bytes.Buffer
+	c := &Console{Out: &out, Every: 100}
+	for range 50 {
+		c.Logf("line")
+	}
+	if strings.Contains(out.String(), report.ReportPrefix) || c.Reprints() != 0 {
+		t.Errorf("a report appeared before one was printed")
+	}
+}

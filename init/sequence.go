@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"slices"
+	"strconv"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/config"
+	"github.com/hotpath-dev/hotpath/init/console"
+	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/netconf"
+	"github.com/hotpath-dev/hotpath/init/nic"
+	"github.com/hotpath-dev/hotpath/init/power"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/init/sysctl"
+	"github.com/safchain/ethtool"
+	"golang.org/x/sys/unix"
+)
+
+// sequence is the boot after the mounts and the configuration, in order.
+// Each entry makes its steps when its turn comes, so it sees what the
+// steps before it found (the NIC steps need the discovered link, the
+// workload's CPUs need the queue count); each step's outcome goes into
+// the boot report, and none stops the boot.
+var sequence = []func(*machine) []boot.Step{
+	loopbackSteps,    // lo up
+	rlimitSteps,      // RLIMIT_NOFILE the workload inherits
+	sysctlSteps,      // busy polling, noqueue, reno, backlogs, sysctl.* keys
+	workloadCPUSteps, // workload.cpus within the online CPUs
+	nicSteps,         // discover; channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
+	networkSteps,     // DHCP, static address, or none
+	powerButtonSteps, // ACPI power button: orderly power off
+}
+
+// machine is what the boot steps share: the file-system roots they read
+// and write, the configuration, and what earlier steps found.
+type machine struct {
+	ctx                        context.Context
+	con                        *console.Console
+	procRoot, sysRoot, devRoot string
+	cfg                        config.Config
+	requests                   chan<- request
+
+	settings []sysctl.Setting
+	cpus     []int // the workload's CPUs: workload.cpus within the online CPUs
+	online   []int
+	nrCPUs   int // nr_cpu_ids, the width of CPU masks
+	link     *nic.Link
+	ethtool  nic.Ethtool // nil without a NIC or ethtool
+	tuner    *nic.Tuner  // nil without a NIC
+	dhcp     *netconf.DHCPOptions
+	results  []report.Step
+}
+
+// run runs one step, logs it, and keeps its result for the report.
+func (m *machine) run(s boot.Step) report.Step {
+	r := boot.RunOne(m.ctx, s)
+	logStep(m.con, r)
+	m.results = append(m.results, r)
+	return r
+}
+
+// boot runs the sequence.
+func (m *machine) boot() {
+	for _, mk := range sequence {
+		for _, s := range mk(m) {
+			m.run(s)
+		}
+	}
+}
+
+// workloadCPUs is the CPU list the workload gets: the spread decision's
+// when there is a NIC, else workload.cpus within the online CPUs.
+func (m *machine) workloadCPUs() []int {
+	if m.tuner != nil {
+		return m.tuner.WorkloadCPUs()
+	}
+	return m.cpus
+}
+
+func logStep(con *console.Console, r report.Step) {
+	switch r.Status {
+	case report.Applied:
+		con.Logf("step %s: applied %v", r.Name, r.Detail)
+	case report.Skipped:
+		con.Logf("step %s: skipped: %s", r.Name, r.Reason)
+	default:
+		con.Logf("step %s: FAILED: %s", r.Name, r.Error)
+	}
+}
+
+func skipStep(name, reason string) boot.Step {
+	return boot.Step{Name: name, Apply: func(context.Context, boot.Detail) error { return boot.Skip("%s", reason) }}
+}
+
+func loopbackSteps(*machine) []boot.Step {
+	return []boot.Step{{Name: "loopback", Apply: func(context.Context, boot.Detail) error {
+		return nic.NewNetlink().LinkSetUp("lo")
+	}, Verify: func(context.Context, boot.Detail) error {
+		up, err := nic.NewNetlink().LinkIsUp("lo")
+		if err == nil && !up {
+			err = errors.New("lo is down")
+		}
+		return err
+	}}}
+}
+
+// rlimitSteps raise the open-file limit that the workload inherits: one
+// descriptor per connection.
+func rlimitSteps(*machine) []boot.Step {
+	const n = 1 << 20
+	return []boot.Step{{Name: "rlimit-nofile", Apply: func(_ context.Context, d boot.Detail) error {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}); err != nil {
+			return fmt.Errorf("setrlimit nofile %d: %w", n, err)
+		}
+		d["nofile"] = strconv.Itoa(n)
+		return nil
+	}, Verify: func(context.Context, boot.Detail) error {
+		var r unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &r); err != nil {
+			return err
+		}
+		if r.Cur != n {
+			return fmt.Errorf("nofile is %d", r.Cur)
+		}
+		return nil
+	}}}
+}
+
+func sysctlSteps(m *machine) []boot.Step {
+	m.settings = sysctl.Merge(sysctl.Defaults(m.cfg.BusyPoll, m.cfg.BusyRead), m.cfg.SysctlNames(), m.cfg.Sysctls)
+	return sysctl.Steps(m.procRoot, m.settings)
+}
+
+// workloadCPUSteps settle the workload's CPUs: workload.cpus ("all": every
+// online CPU) within the online CPUs. CPUs that are not online are dropped
+// and named in the report (the image build already refused CPUs that no
+// instance of this kernel can have); if none is left, every online CPU.
+func workloadCPUSteps(m *machine) []boot.Step {
+	return []boot.Step{{Name: "workload-cpus", Apply: func(_ context.Context, d boot.Detail) error {
+		online, err := cpuset.Online(m.sysRoot)
+		if err != nil || len(online) == 0 {
+			m.online, m.cpus, m.nrCPUs = []int{0}, []int{0}, 1
+			return fmt.Errorf("online cpus: %v; assuming cpu 0", err)
+		}
+		m.online = online
+		m.nrCPUs, err = cpuset.Possible(m.sysRoot)
+		if err != nil {
+			m.nrCPUs = online[len(online)-1] + 1
+		}
+		d["online"] = cpuset.FormatList(online)
+		d["requested"] = m.cfg.WorkloadCPUs
+		if m.cfg.WorkloadCPUs == "all" {
+			m.cpus = online
+			d["cpus"] = cpuset.FormatList(m.cpus)
+			return nil
+		}
+		want, _ := cpuset.ParseList(m.cfg.WorkloadCPUs) // validated by config
+		kept, dropped := intersect(want, online)
+		if len(dropped) > 0 {
+			d["not_online"] = cpuset.FormatList(dropped)
+			m.con.Logf("workload.cpus=%s: cpus %s are not online (online: %s)", m.cfg.WorkloadCPUs,
+				cpuset.FormatList(dropped), cpuset.FormatList(online))
+		}
+		if len(kept) == 0 {
+			m.cpus = online
+			d["cpus"] = cpuset.FormatList(m.cpus)
+			return fmt.Errorf("none of workload.cpus=%s is online (online: %s); the workload gets every online cpu",
+				m.cfg.WorkloadCPUs, cpuset.FormatList(online))
+		}
+		m.cpus = kept
+		d["cpus"] = cpuset.FormatList(m.cpus)
+		return nil
+	}}}
+}
+
+// intersect splits want into the CPUs in have and the others.
+func intersect(want, have []int) (kept, dropped []int) {
+	for _, c := range want {
+		if slices.Contains(have, c) {
+			kept = append(kept, c)
+		} else {
+			dropped = append(dropped, c)
+		}
+	}
+	return kept, dropped
+}
+
+// nicSteps discover the primary NIC and tune it for the workload's CPUs.
+func nicSteps(m *machine) []boot.Step {
+	l, err := nic.Discover(m.sysRoot, m.cfg.NetInterface)
+	discover := boot.Step{Name: "nic-discover", Apply: func(_ context.Context, d boot.Detail) error {
+		if err != nil {
+			return boot.Skip("%v", err)
+		}
+		d["name"], d["driver"], d["device"] = l.Name, l.Driver, l.Device
+		return nil
+	}}
+	if err != nil {
+		return append([]boot.Step{discover}, nic.SkippedSteps("no primary network interface")...)
+	}
+	m.link = &l
+	et, eterr := ethtool.NewEthtool()
+	if eterr != nil {
+		discover.Verify = func(context.Context, boot.Detail) error { return fmt.Errorf("ethtool: %w", eterr) }
+		return append([]boot.Step{discover}, nic.SkippedSteps("no ethtool netlink/ioctl socket")...)
+	}
+	m.ethtool = et
+	m.tuner = &nic.Tuner{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Link: l, CPUs: m.cpus, NrCPUs: m.nrCPUs,
+		Ethtool: et, Netlink: nic.NewNetlink(), Opt: nic.Options{
+			Channels: m.cfg.NICChannels, Coalesce: m.cfg.NICCoalesce, RxUsecs: m.cfg.NICRxUsecs, TxUsecs: m.cfg.NICTxUsecs,
+			GRO: m.cfg.NICGRO, IRQAffinity: m.cfg.NICIRQAffinity, XPS: m.cfg.NICXPS, RPS: m.cfg.NICRPS,
+			Qdisc: m.cfg.NICQdisc, Spread: m.cfg.NICSpread,
+		}}
+	return append([]boot.Step{discover}, m.tuner.Steps()...)
+}
+
+// networkSteps configure the address: DHCP (retried in the background
+// after boot if it fails here), a static address, or nothing.
+func networkSteps(m *machine) []boot.Step {
+	switch {
+	case m.cfg.NetMode == "off":
+		return []boot.Step{skipStep("net", "net.mode=off")}
+	case m.link == nil:
+		return []boot.Step{skipStep("net", "no primary network interface")}
+	case m.cfg.NetMode == "static":
+		return []boot.Step{netconf.StaticStep(m.link.Name,
+			netconf.Lease{Addr: m.cfg.NetAddress, Gateway: m.cfg.NetGateway, MTU: m.cfg.NetMTU}, m.procRoot)}
+	}
+	m.dhcp = &netconf.DHCPOptions{
+		Interface: m.link.Name, Timeout: m.cfg.DHCPTimeout, Retries: m.cfg.DHCPRetries, MTU: m.cfg.NetMTU,
+		ResolvConf: "/etc/resolv.conf", ProcRoot: m.procRoot,
+		Log: log.New(m.con, "dhclient: ", 0),
+	}
+	return []boot.Step{netconf.DHCPStep(*m.dhcp)}
+}
+
+// powerButtonSteps watch the ACPI power button (EC2 stop/terminate, QEMU
+// system_powerdown): a press is an orderly power off.
+func powerButtonSteps(m *machine) []boot.Step {
+	return []boot.Step{{Name: "power-button", Apply: func(_ context.Context, d boot.Detail) error {
+		devs, err := power.Find(m.sysRoot, m.devRoot)
+		if err != nil {
+			return boot.Skip("%v", err)
+		}
+		if len(devs) == 0 {
+			return boot.Skip("no input device reports KEY_POWER (kernel without CONFIG_INPUT_EVDEV or ACPI button?)")
+		}
+		w := power.Watch(m.ctx, devs, func(dev power.Device) {
+			select {
+			case m.requests <- request{"power button (" + dev.Desc + ")", false}:
+			default: // a shutdown is already pending
+			}
+		}, m.con.Logf)
+		if len(w) == 0 {
+			return fmt.Errorf("could not open any of %d power button devices", len(devs))
+		}
+		for _, dev := range w {
+			d[dev.Name] = dev.Desc
+		}
+		return nil
+	}}}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/config"
+	"github.com/hotpath-dev/hotpath/init/console"
+	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/report"
+)
+
+func fakeSys(t *testing.T, online, possible string) string {
+	t.Helper()
+	sys := t.TempDir()
+	dir := filepath.Join(sys, "devices/system/cpu")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "online"), []byte(online+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "possible"), []byte(possible+"\n"), 0o644)
+	os.MkdirAll(filepath.Join(sys, "class/net/lo"), 0o755)
+	os.WriteFile(filepath.Join(sys, "class/net/lo/type"), []byte("772\n"), 0o644)
+	return sys
+}
+
+func testMachine(t *testing.T, sys string, set map[string]string) (*machine, *bytes.Buffer) {
+	t.Helper()
+	var out bytes.Buffer
+	cfg := config.Default()
+	for k, v := range set {
+		if err := cfg.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &machine{ctx: context.Background(), con: &console.Console{Out: &out}, sysRoot: sys, procRoot: t.TempDir(), cfg: cfg}, &out
+}
+
+// TestWorkloadCPUs: workload.cpus within the online CPUs; CPUs that are
+// not online are dropped and named; none left means every online CPU and
+// a failed step.
+func TestWorkloadCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		online, want, cpus, notOnline string
+		status                        report.Status
+	}{
+		{"0-3", "all", "0-3", "", report.Applied},
+		{"0-3", "1-2", "1-2", "", report.Applied},
+		{"0-3", "0-7", "0-3", "4-7", report.Applied},
+		{"0-1", "2,5", "0-1", "2,5", report.Failed},
+		{"0,2-3", "0-3", "0,2-3", "1", report.Applied},
+	} {
+		m, out := testMachine(t, fakeSys(t, tc.online, "0-7"), map[string]string{"workload.cpus": tc.want})
+		var r report.Step
+		for _, s := range workloadCPUSteps(m) {
+			r = m.run(s)
+		}
+		if r.Status != tc.status || r.Detail["cpus"] != tc.cpus || r.Detail["not_online"] != tc.notOnline {
+			t.Errorf("online %s, workload.cpus=%s: %+v; want %s cpus %s not_online %q", tc.online, tc.want, r, tc.status, tc.cpus, tc.notOnline)
+		}
+		if got := cpuset.FormatList(m.workloadCPUs()); got != tc.cpus {
+			t.Errorf("workload gets %s, want %s", got, tc.cpus)
+		}
+		if m.nrCPUs != 8 {
+			t.Errorf("nr_cpu_ids %d, want 8", m.nrCPUs)
+		}
+		if tc.notOnline != "" && !strings.Contains(out.String(), "are not online") {
+			t.Errorf("dropped cpus not logged: %s", out.String())
+		}
+	}
+}
+
+// TestNoNIC: without a NIC every NIC step is still in the report, skipped
+// with the reason, and the network step says why there is no address.
+func TestNoNIC(t *testing.T) {
+	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), nil)
+	for _, mk := range []func(*machine) []boot.Step{workloadCPUSteps, nicSteps, networkSteps} {
+		for _, s := range mk(m) {
+			m.run(s)
+		}
+	}
+	names := map[string]report.Step{}
+	for _, r := range m.results {
+		names[r.Name] = r
+	}
+	for _, n := range []string{"nic-discover", "nic-channels", "nic-spread", "nic-coalesce", "nic-xps", "nic-rps", "net"} {
+		if r, ok := names[n]; !ok || r.Status != report.Skipped || r.Reason == "" {
+			t.Errorf("%s: %+v, want skipped with a reason", n, r)
+		}
+	}
+	if m.tuner != nil || m.dhcp != nil {
+		t.Error("tuner or DHCP without a NIC")
+	}
+}
+
+// TestSequenceOrder: the table is the boot order a reader sees.
+func TestSequenceOrder(t *testing.T) {
+	if len(sequence) != 7 {
+		t.Fatalf("%d entries in the boot sequence", len(sequence))
+	}
+	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), nil)
+	var names []string
+	for _, mk := range sequence[:4] {
+		for _, s := range mk(m) {
+			names = append(names, s.Name)
+		}
+	}
+	got := strings.Join(names, " ")
+	if !strings.HasPrefix(got, "loopback rlimit-nofile sysctl net.core.busy_poll") || !strings.HasSuffix(got, "workload-cpus") {
+		t.Errorf("sequence starts %s", got)
+	}
+}
+
+func TestFailed(t *testing.T) {
+	rs := []report.Step{{Name: "net-dhcp", Status: report.Failed}, {Name: "x", Status: report.Applied}}
+	if !failed(rs, "net-dhcp") || failed(rs, "x") || failed(rs, "y") {
+		t.Error("failed()")
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/facts"
+	"github.com/hotpath-dev/hotpath/init/netconf"
+	"github.com/hotpath-dev/hotpath/init/nic"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/init/supervise"
+)
+
+// startWorkload starts the supervisor; the boot report is printed when
+// the workload first accepts, or at the ready deadline whatever it does.
+func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supervisor {
+	con, cfg := m.con, m.cfg
+	cpuList := cpuset.FormatList(m.workloadCPUs())
+	env := append([]string{"PATH=/bin:/sbin:/", "HOME=/",
+		"HOTPATH_CPUS=" + cpuList, "HOTPATH_PORT=" + strconv.Itoa(cfg.WorkloadPort)}, cfg.WorkloadEnv...)
+	var mu sync.Mutex // rep.Workload.PID is set by events, read by the report
+	rep := report.Report{
+		Version: report.Version, Kernel: kernelRelease(), CPUs: len(m.online),
+		Config: cfg.Map(), Unknown: unknown,
+		Workload: &report.Workload{Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, CPUs: cpuList, Port: cfg.WorkloadPort},
+	}
+	sysctlNames := make([]string, len(m.settings))
+	for i, s := range m.settings {
+		sysctlNames[i] = s.Name
+	}
+	// The workload's output goes through the console's count, so that the
+	// report is printed again before it leaves EC2's 64 KiB window.
+	out := os.Stdout
+	if w, err := con.Passthrough(); err == nil {
+		out = w
+	} else {
+		con.Logf("workload output straight to the console: %v", err)
+	}
+	var live *supervise.Liveness
+	if cfg.LivenessProbe != "off" {
+		live = &supervise.Liveness{Interval: cfg.LivenessInterval, Timeout: cfg.LivenessTimeout, Failures: cfg.LivenessFailures}
+		if cfg.LivenessProbe != "tcp" {
+			live.Path = cfg.LivenessProbe
+		}
+	}
+	sup := supervise.New(supervise.Config{
+		Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, Env: env, Port: cfg.WorkloadPort,
+		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
+		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
+		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Liveness: live,
+		Stdout: out, Stderr: out,
+		Millis: bootMillis,
+		Event: func(e report.Event) {
+			con.Line(report.EventPrefix, e)
+			if e.Kind == report.EventStart {
+				mu.Lock()
+				if rep.Workload.PID == 0 {
+					rep.Workload.PID = e.PID
+				}
+				mu.Unlock()
+			}
+		},
+		Log: con.Logf,
+		OnFirstReady: func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			rep.ReadyMillis = bootMillis()
+			if err != nil {
+				rep.ReadyMillis = -1
+				rep.ReadyError = err.Error()
+			}
+			rep.Steps = m.results
+			fo := facts.Options{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Sysctls: sysctlNames, Link: m.link,
+				Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
+			rep.Facts = facts.Read(fo, con.Logf)
+			rep.CRNG = rng.report()
+			con.Report(rep)
+			if err != nil {
+				con.Logf("NOT READY: %v", err)
+			} else {
+				con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
+			}
+		},
+	})
+	go func() {
+		defer recoverLog(con, "reaper")
+		sup.Reap(m.ctx)
+	}()
+	go func() {
+		defer recoverLog(con, "supervisor")
+		sup.Run()
+	}()
+	return sup
+}
+
+// afterBoot starts what keeps the network right for the machine's life:
+// DHCP retried in the background when the boot could not get a lease, and
+// the NIC steps a device reset undoes run again when the link comes back.
+func afterBoot(m *machine, sup *supervise.Supervisor) {
+	if m.tuner == nil {
+		return
+	}
+	var reapplyMu sync.Mutex
+	reapply := func(why string) {
+		reapplyMu.Lock()
+		defer reapplyMu.Unlock()
+		var res []report.Step
+		var summary []string
+		for _, s := range m.tuner.ReapplySteps() {
+			r := boot.RunOne(m.ctx, s)
+			logStep(m.con, r)
+			res = append(res, r)
+			summary = append(summary, r.Name+"="+string(r.Status))
+		}
+		m.con.Line(report.EventPrefix, report.Event{Kind: report.EventNICReapply, Millis: bootMillis(),
+			Detail: why + ": " + strings.Join(summary, " "), Steps: res})
+	}
+	if m.dhcp != nil && failed(m.results, "net-dhcp") {
+		o := *m.dhcp
+		go func() {
+			defer recoverLog(m.con, "dhcp retry")
+			m.con.Logf("no DHCP lease at boot: retrying in the background (back-off up to %v)", m.cfg.DHCPBackoffMax)
+			netconf.KeepTrying(m.ctx, o, time.Second, m.cfg.DHCPBackoffMax, func(l netconf.Lease, attempts int) {
+				m.con.Line(report.EventPrefix, report.Event{Kind: report.EventNetBound, Millis: bootMillis(),
+					Detail: fmt.Sprintf("%s after %d background attempts", netconf.Describe(l), attempts)})
+				reapply("lease")
+			})
+		}()
+	}
+	down := false
+	err := nic.WatchLink(m.ctx, nil, m.link.Name, func(up bool) {
+		defer recoverLog(m.con, "link watch")
+		if !up {
+			down = true
+			m.con.Line(report.EventPrefix, report.Event{Kind: report.EventLink, Millis: bootMillis(), Detail: "down"})
+			return
+		}
+		if !down {
+			return // the state at subscription
+		}
+		down = false
+		m.con.Line(report.EventPrefix, report.Event{Kind: report.EventLink, Millis: bootMillis(), Detail: "up"})
+		reapply("link up")
+	}, m.con.Logf)
+	if err != nil {
+		m.con.Logf("%v: NIC steps will not be re-applied after a link reset", err)
+	}
+}
+
+func failed(results []report.Step, name string) bool {
+	for _, r := range results {
+		if r.Name == name {
+			return r.Status == report.Failed
+		}
+	}
+	return false
+}
