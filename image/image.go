@@ -159,6 +159,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCPUs(effective["workload.cpus"], o.Cmdline, 0); err != nil {
+		return nil, fmt.Errorf("init configuration: %w", err)
+	}
 
 	tc, err := gobuild.ReadToolchain(ctx, o.Go, o.Root)
 	if err != nil {
@@ -211,6 +214,15 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	if kr.Config != "" {
+		nr, err := kernelNRCPUs(kr.Config)
+		if err != nil {
+			return nil, fmt.Errorf("kernel config: %w", err)
+		}
+		if err := checkCPUs(effective["workload.cpus"], o.Cmdline, nr); err != nil {
+			return nil, fmt.Errorf("init configuration: %w", err)
+		}
 	}
 	efi, err := os.ReadFile(kr.BzImage)
 	if err != nil {
