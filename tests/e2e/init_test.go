@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/image"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/vm"
+)
+
+// probePkg is the init tests' workload: /cpu, /signal, /panic, -exit-now.
+const probePkg = "github.com/hotpath-dev/hotpath/tests/workloads/probe"
+
+// buildImageConf is buildImage with an init configuration file.
+func buildImageConf(t *testing.T, workload, initConf string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
+	defer cancel()
+	o := image.Options{Out: t.TempDir(), Log: prefixWriter{os.Stderr, "e2e: "}, InitConfig: []byte(initConf)}
+	if workload != "" {
+		o.Workload = image.Program{Package: workload}
+	}
+	res, err := image.Build(ctx, o)
+	if err != nil {
+		t.Fatalf("image build: %v", err)
+	}
+	return res.Disk
+}
+
+// bootConf boots cfg (Disk and CPUs set) and waits for the boot report.
+func bootConf(t *testing.T, cfg vm.Config) *booted {
+	t.Helper()
+	cfg.Accel = vm.Accel()
+	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout(cfg.Accel))
+	defer cancel()
+	g := vm.Boot(ctx, t, cfg)
+	rep, err := g.Console.WaitReport(ctx)
+	if err != nil {
+		t.Fatalf("no boot report within %v: %v", bootTimeout(cfg.Accel), err)
+	}
+	port := "8080"
+	if rep.Workload != nil && rep.Workload.Port > 0 {
+		port = fmt.Sprint(rep.Workload.Port)
+	}
+	return &booted{Guest: g, rep: rep, cpus: cfg.CPUs, port: port}
+}
+
+// get sends one request on a new connection and returns the body.
+func (b *booted) get(ctx context.Context, path string) (string, error) {
+	c, err := b.dial(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: guest\r\nConnection: close\r\n\r\n", path)
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("GET %s: %w", path, err)
+	}
+	if !strings.Contains(status, " 200 ") {
+		return "", fmt.Errorf("GET %s: %q", path, strings.TrimSpace(status))
+	}
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		if l == "\r\n" {
+			break
+		}
+	}
+	body, err := io.ReadAll(br)
+	return string(body), err
+}
+
+func stepsOf(r *report.Report) map[string]report.Step {
+	m := map[string]report.Step{}
+	for _, s := range r.Steps {
+		m[s.Name] = s
+	}
+	return m
+}
+
+// TestInitHolds boots 4 vCPUs on a NIC with 2 queues and checks that the
+// init holds: every worker receives connections (the workload keeps its 4
+// CPUs and RPS spreads each queue over two), every catchable signal that
+// is not a shutdown request leaves PID 1 running, and the power button
+// still powers off.
+func TestInitHolds(t *testing.T) {
+	requireE2E(t)
+	disk := buildImageConf(t, probePkg, "")
+	b := bootConf(t, vm.Config{Disk: disk, CPUs: 4, Queues: 2})
+	fmt.Fprintf(os.Stderr, "e2e: 4 vCPUs, 2 queues: kernel start to ready %d ms\n", b.rep.ReadyMillis)
+	steps := stepsOf(b.rep)
+	for _, s := range b.rep.Steps {
+		if s.Status == report.Failed {
+			t.Errorf("step %s failed: %s", s.Name, s.Error)
+		}
+	}
+	if sp := steps["nic-spread"]; sp.Detail["mode"] != "rps" || sp.Detail["rx_queues"] != "2" {
+		t.Errorf("nic-spread %+v, want rps over 2 queues", sp)
+	}
+	if b.rep.Workload.CPUs != "0-3" {
+		t.Errorf("workload cpus %q, want 0-3", b.rep.Workload.CPUs)
+	}
+	if x := steps["nic-xps"]; x.Status != report.Applied {
+		t.Errorf("nic-xps %+v", x)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	t.Run("every-worker-accepts", func(t *testing.T) {
+		perWorker := map[int]int{}
+		const conns = 200
+		for i := 0; i < conns; i++ {
+			body, err := b.get(ctx, "/cpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var worker, running, incoming int
+			if _, err := fmt.Sscanf(body, "worker=%d running=%d incoming=%d", &worker, &running, &incoming); err != nil {
+				t.Fatalf("/cpu %q: %v", body, err)
+			}
+			if running != worker {
+				t.Errorf("worker %d handled a request on cpu %d", worker, running)
+			}
+			perWorker[worker]++
+		}
+		fmt.Fprintf(os.Stderr, "e2e: accepts per worker over %d connections (4 vCPUs, 2 queues, nic.spread=rps): %v\n", conns, perWorker)
+		for cpu := 0; cpu < 4; cpu++ {
+			if perWorker[cpu] == 0 {
+				t.Errorf("the worker on cpu %d received none of %d connections: %v", cpu, conns, perWorker)
+			}
+		}
+	})
+
+	t.Run("signals", func(t *testing.T) {
+		mark := b.Console.Len()
+		body, err := b.get(ctx, "/signal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(body, "sent 59 signals") {
+			t.Fatalf("/signal: %q, want 59 signals sent (1-64 but KILL, STOP, TERM, USR2, INT)", body)
+		}
+		// The ignored signals are logged; SIGHUP and SIGQUIT are the ones
+		// Go's defaults would have died of.
+		for _, s := range []string{"signal hangup", "signal quit", "signal broken pipe", "signal user defined signal 1"} {
+			if _, err := b.Console.WaitString(ctx, mark, s); err != nil {
+				t.Errorf("no log of %q: %v", s, err)
+			}
+		}
+		time.Sleep(2 * time.Second)
+		tail := b.Console.String()[mark:]
+		for _, bad := range []string{"Kernel panic", "Attempted to kill init", "PANIC", "fallback mode"} {
+			if strings.Contains(tail, bad) {
+				t.Errorf("console after the signals has %q", bad)
+			}
+		}
+		if evs, _ := b.Console.Events(mark); len(evs) > 0 {
+			for _, e := range evs {
+				if e.Kind == report.EventShutdown || e.Kind == report.EventExit {
+					t.Errorf("event after the signals: %+v", e)
+				}
+			}
+		}
+		if _, err := b.get(ctx, "/cpu"); err != nil {
+			t.Errorf("not serving after the signals: %v", err)
+		}
+	})
+	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "probe: SIGTERM") })
+}
+
+// allSteps are the steps every boot report lists, whatever the workload
+// does.
+var allSteps = []string{"mounts", "loopback", "rlimit-nofile", "workload-cpus", "nic-discover", "nic-channels",
+	"nic-spread", "nic-gro", "nic-link-up", "nic-coalesce", "nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps",
+	"net-dhcp", "power-button"}
+
+// TestInitWorkloadExitsAtOnce: a workload that exits at every start still
+// gets exactly one full boot report, at the ready deadline, with every
+// step; the crash loop is reported; power off still works.
+func TestInitWorkloadExitsAtOnce(t *testing.T) {
+	requireE2E(t)
+	disk := buildImageConf(t, probePkg, "workload.args=-exit-now\nready.timeout=20s\nsupervise.backoff_max=2s\n")
+	b := bootConf(t, vm.Config{Disk: disk, CPUs: 2})
+	if b.rep.ReadyError == "" || b.rep.ReadyMillis != -1 || !strings.Contains(b.rep.ReadyError, "exit status 1") {
+		t.Errorf("report ready_ms %d error %q, want the deadline error naming the exits", b.rep.ReadyMillis, b.rep.ReadyError)
+	}
+	steps := stepsOf(b.rep)
+	for _, n := range allSteps {
+		if _, ok := steps[n]; !ok {
+			t.Errorf("step %s missing from the report", n)
+		}
+	}
+	for _, s := range b.rep.Steps {
+		if s.Status == report.Failed {
+			t.Errorf("step %s failed: %s", s.Name, s.Error)
+		}
+	}
+	if len(b.rep.Facts.Sysctls) == 0 || b.rep.Facts.NIC == nil {
+		t.Errorf("report without facts: %+v", b.rep.Facts)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, _, err := b.Console.WaitEvent(ctx, 0, report.EventCrashLoop); err != nil {
+		t.Error(err)
+	}
+	// More restarts, and still one report.
+	mark := b.Console.Len()
+	for i := 0; i < 3; i++ {
+		if _, _, err := b.Console.WaitEvent(ctx, mark, report.EventStart); err != nil {
+			t.Fatal(err)
+		}
+		mark = b.Console.Len()
+	}
+	reps, _, err := report.Parse(strings.NewReader(b.Console.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := 0
+	for _, r := range reps {
+		if !r.Compact {
+			full++
+		}
+	}
+	if full != 1 {
+		t.Errorf("%d full boot reports in a crash loop, want exactly 1", full)
+	}
+	mark = b.Console.Len()
+	if err := b.QMP.SystemPowerdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Console.WaitEvent(ctx, mark, report.EventPowerOff); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(ctx); err != nil {
+		t.Fatalf("QEMU did not exit after power off: %v", err)
+	}
+}
+
+// TestInitCRNG boots the default image on a CPU without RDRAND (qemu64)
+// and no virtio-rng, then with -cpu max: both take their DHCP lease at
+// boot and serve. The times are printed to compare; the only bound is a
+// generous one that catches the old two-minute wait for the CRNG.
+func TestInitCRNG(t *testing.T) {
+	requireE2E(t)
+	disk := buildImageConf(t, "", "")
+	for _, model := range []string{"qemu64", "max"} {
+		t.Run(model, func(t *testing.T) {
+			start := time.Now()
+			b := bootConf(t, vm.Config{Disk: disk, CPUs: 2, CPUModel: model})
+			wall := time.Since(start)
+			dhcp := stepsOf(b.rep)["net-dhcp"]
+			if dhcp.Status != report.Applied {
+				t.Errorf("net-dhcp %s: %s", dhcp.Status, dhcp.Error)
+			}
+			if dhcp.Millis > 60000 {
+				t.Errorf("net-dhcp took %.0f ms: waiting for the CRNG?", dhcp.Millis)
+			}
+			crng := "none"
+			if b.rep.CRNG != nil {
+				crng = fmt.Sprintf("ready at init %v, ready_ms %d", b.rep.CRNG.ReadyAtInit, b.rep.CRNG.ReadyMillis)
+			} else {
+				t.Error("report without crng")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := CheckGet(ctx, b.dial, JSON); err != nil {
+				t.Error(err)
+			}
+			fmt.Fprintf(os.Stderr, "e2e: -cpu %s, no virtio-rng: QEMU start to report %v, kernel start to ready %d ms, net-dhcp %.0f ms, crng: %s\n",
+				model, wall.Round(time.Millisecond), b.rep.ReadyMillis, dhcp.Millis, crng)
+		})
+	}
+}
+
+// TestInitPanicReboots: a kernel panic (the workload writes "c" to
+// /proc/sysrq-trigger) reboots the machine after panic=10 seconds instead
+// of hanging it: the second boot shows on the console.
+func TestInitPanicReboots(t *testing.T) {
+	requireE2E(t)
+	disk := buildImageConf(t, probePkg, "")
+	b := bootConf(t, vm.Config{Disk: disk, CPUs: 2, AllowReboot: true})
+	if !strings.Contains(b.rep.Facts.Cmdline, "panic=10") {
+		t.Errorf("cmdline %q without panic=10", b.rep.Facts.Cmdline)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	mark := b.Console.Len()
+	if body, err := b.get(ctx, "/panic"); err != nil || !strings.Contains(body, "panicking") {
+		t.Fatalf("/panic: %q, %v", body, err)
+	}
+	at, err := b.Console.WaitString(ctx, mark, "Kernel panic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	panicked := time.Now()
+	if _, err := b.Console.WaitString(ctx, at, "Rebooting in 10 seconds"); err != nil {
+		t.Error(err)
+	}
+	// The second boot: the kernel again, then the init.
+	if _, err := b.Console.WaitString(ctx, at, "Linux version"); err != nil {
+		t.Fatalf("no second boot after the panic: %v", err)
+	}
+	took := time.Since(panicked)
+	fmt.Fprintf(os.Stderr, "e2e: kernel panic to the second kernel start: %v (panic=10)\n", took.Round(time.Millisecond))
+	if took > 10*time.Second+90*time.Second {
+		t.Errorf("second boot %v after the panic", took)
+	}
+	if _, err := b.Console.WaitString(ctx, at, "hotpath-init: starting"); err != nil {
+		t.Errorf("the init did not start again: %v", err)
+	}
+}
