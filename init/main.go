@@ -60,9 +60,12 @@ func main() {
 	// Signals first, so a SIGTERM during boot is not lost and no signal
 	// meets the Go runtime's default action (exit: a kernel panic).
 	sigs := make(chan os.Signal, 16)
-	signals.Notify(sigs)
+	sigErr := signals.Notify(sigs)
 	requests := make(chan request, 4)
 	go routeSignals(con, sigs, requests)
+	if sigErr != nil {
+		con.Logf("signals: %v", sigErr)
+	}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {

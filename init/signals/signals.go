@@ -9,9 +9,11 @@
 package signals
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,12 +40,10 @@ func (a Action) String() string {
 // lastRT is SIGRTMAX on Linux.
 const lastRT = 64
 
-// Catchable returns every signal a Go program can catch: 1 to SIGRTMAX
+// Catchable returns every signal os/signal can route: 1 to SIGRTMAX
 // without SIGKILL and SIGSTOP, and without 32 to 34, which the C libraries
 // reserve for their threads: the Go runtime handles 33 itself and leaves 32
-// and 34 at SIG_DFL, which os/signal cannot change. That is safe for PID 1:
-// the kernel drops a signal sent from user space to the init when its
-// action is SIG_DFL (SIGNAL_UNKILLABLE).
+// and 34 at SIG_DFL, which os/signal cannot change (see IgnoreDefaults).
 func Catchable() []syscall.Signal {
 	var out []syscall.Signal
 	for s := syscall.Signal(1); s <= lastRT; s++ {
@@ -86,8 +86,64 @@ func Route(s os.Signal) Action {
 }
 
 // Notify routes every handled signal to c, replacing the Go runtime's
-// default actions. Call it first in main: a signal before it may still
+// default actions, and sets every signal still at SIG_DFL to SIG_IGN
+// (IgnoreDefaults). Call it first in main: a signal before it may still
 // kill the process.
-func Notify(c chan<- os.Signal) {
+func Notify(c chan<- os.Signal) error {
 	signal.Notify(c, Handled()...)
+	_, err := IgnoreDefaults()
+	return err
+}
+
+// sigaction is the kernel's struct sigaction on amd64 and arm64.
+type sigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+const (
+	sigDFL = 0
+	sigIGN = 1
+)
+
+// IgnoreDefaults sets every signal whose action is still SIG_DFL to
+// SIG_IGN and returns them: in practice 32 and 34, which the Go runtime
+// leaves alone. One would expect the kernel to drop a SIG_DFL signal sent
+// to PID 1 (SIGNAL_UNKILLABLE), but kill(1, 32) from the workload was
+// measured to panic the 6.1 appliance kernel ("Attempted to kill init!
+// exitcode=0x00000020"), so PID 1 leaves no signal at its default.
+// SIGCHLD is never ignored (that would reap children behind the
+// supervisor's back), nor SIGKILL and SIGSTOP (which cannot be).
+func IgnoreDefaults() ([]syscall.Signal, error) {
+	var set []syscall.Signal
+	for s := syscall.Signal(1); s <= lastRT; s++ {
+		switch s {
+		case unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD:
+			continue
+		}
+		var old sigaction
+		if err := rtSigaction(s, nil, &old); err != nil {
+			return set, fmt.Errorf("sigaction %d: %w", s, err)
+		}
+		if old.handler != sigDFL {
+			continue
+		}
+		ign := sigaction{handler: sigIGN}
+		if err := rtSigaction(s, &ign, nil); err != nil {
+			return set, fmt.Errorf("sigaction %d SIG_IGN: %w", s, err)
+		}
+		set = append(set, s)
+	}
+	return set, nil
+}
+
+func rtSigaction(s syscall.Signal, act, old *sigaction) error {
+	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(s),
+		uintptr(unsafe.Pointer(act)), uintptr(unsafe.Pointer(old)), 8, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }

@@ -1,10 +1,12 @@
 package signals
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -61,9 +63,31 @@ func TestHelper(t *testing.T) {
 		t.Skip("helper process")
 	}
 	c := make(chan os.Signal, 128)
-	Notify(c)
+	if err := Notify(c); err != nil {
+		os.Stdout.WriteString(err.Error() + "\n")
+		os.Exit(22)
+	}
 	seen := map[os.Signal]bool{}
+	handled := Handled()
+	// One at a time: a stop signal (SIGTSTP) discards a pending SIGCONT.
 	for _, s := range Catchable() {
+		if err := unix.Kill(os.Getpid(), s); err != nil {
+			os.Exit(20)
+		}
+		if !slices.Contains(handled, os.Signal(s)) {
+			continue
+		}
+		select {
+		case got := <-c:
+			seen[got] = true
+		case <-time.After(5 * time.Second):
+			os.Stdout.WriteString("not routed: " + s.String() + "\n")
+			os.Exit(21)
+		}
+	}
+	// The C libraries' thread signals, which os/signal cannot route: at
+	// SIG_DFL the first would end the process.
+	for _, s := range []syscall.Signal{32, 33, 34} {
 		if err := unix.Kill(os.Getpid(), s); err != nil {
 			os.Exit(20)
 		}
@@ -72,20 +96,15 @@ func TestHelper(t *testing.T) {
 	r, w, _ := os.Pipe()
 	r.Close()
 	w.Write([]byte("x"))
-	deadline := time.After(5 * time.Second)
-	for len(seen) < len(Handled()) {
-		select {
-		case s := <-c:
-			seen[s] = true
-		case <-deadline:
-			for _, s := range Handled() {
-				if !seen[s] {
-					os.Stdout.WriteString("not routed: " + s.String() + "\n")
-				}
-			}
-			os.Exit(21)
+	select {
+	case got := <-c:
+		if got != syscall.SIGPIPE {
+			os.Exit(24)
 		}
+	case <-time.After(5 * time.Second):
+		os.Exit(25)
 	}
+	time.Sleep(100 * time.Millisecond) // a fatal one would have ended us by now
 	os.Stdout.WriteString("alive " + strconv.Itoa(len(seen)) + "\n")
 	os.Exit(0)
 }
@@ -115,4 +134,44 @@ func splitLines(s string) []string {
 		}
 	}
 	return out
+}
+
+// TestIgnoreDefaults: after Notify no signal but SIGKILL and SIGSTOP is
+// at SIG_DFL (SIGCHLD has the Go runtime's handler, not SIG_IGN: children
+// are still reaped by wait4).
+func TestIgnoreDefaults(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDefaults$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "defaults left: []") {
+		t.Errorf("helper: %s", out)
+	}
+}
+
+func TestHelperDefaults(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("helper process")
+	}
+	c := make(chan os.Signal, 1)
+	if err := Notify(c); err != nil {
+		os.Exit(22)
+	}
+	var left []int
+	for s := syscall.Signal(1); s <= lastRT; s++ {
+		if s == unix.SIGKILL || s == unix.SIGSTOP {
+			continue
+		}
+		var old sigaction
+		if err := rtSigaction(s, nil, &old); err != nil {
+			os.Exit(23)
+		}
+		if old.handler == sigDFL {
+			left = append(left, int(s))
+		}
+	}
+	fmt.Printf("defaults left: %v\n", left)
+	os.Exit(0)
 }
