@@ -179,6 +179,42 @@ func TestInitHolds(t *testing.T) {
 			t.Errorf("not serving after the signals: %v", err)
 		}
 	})
+	t.Run("link-reset", func(t *testing.T) {
+		// Carrier off and on, as an ENA device reset looks to the guest:
+		// the init re-runs the NIC steps a reset undoes, with their
+		// results in one event, and the workload keeps serving.
+		mark := b.Console.Len()
+		for _, up := range []bool{false, true} {
+			if _, err := b.QMP.Execute(ctx, "set_link", map[string]any{"name": "net0", "up": up}); err != nil {
+				t.Fatal(err)
+			}
+			if !up {
+				if _, _, err := b.Console.WaitEvent(ctx, mark, report.EventLink); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ev, _, err := b.Console.WaitEvent(ctx, mark, report.EventNICReapply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]report.Status{}
+		for _, s := range ev.Steps {
+			names[s.Name] = s.Status
+			if s.Status == report.Failed {
+				t.Errorf("re-applied %s failed: %s", s.Name, s.Error)
+			}
+		}
+		for _, n := range []string{"nic-coalesce", "nic-irq-affinity", "nic-xps", "nic-rps"} {
+			if _, ok := names[n]; !ok {
+				t.Errorf("nic-reapply without %s: %+v", n, ev)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "e2e: link off/on: %s\n", ev.Detail)
+		if _, err := b.get(ctx, "/cpu"); err != nil {
+			t.Errorf("not serving after the link reset: %v", err)
+		}
+	})
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "probe: SIGTERM") })
 }
 
