@@ -153,6 +153,16 @@ func (s *Supervisor) setState(f func(st *State)) {
 	s.mu.Unlock()
 }
 
+// setStateOf is setState for the probes of process pid: a probe that
+// races with its process's exit must not mark the next one.
+func (s *Supervisor) setStateOf(pid int, state string, ready bool) {
+	s.mu.Lock()
+	if s.st.PID == pid {
+		s.st.State, s.st.Ready = state, ready
+	}
+	s.mu.Unlock()
+}
+
 // New returns a Supervisor. Start the reaper with Reap before Run.
 func New(cfg Config) *Supervisor {
 	if cfg.Clock == nil {
@@ -459,7 +469,7 @@ func (s *Supervisor) probe(ctx context.Context, pid int) {
 		d := net.Dialer{Timeout: 200 * time.Millisecond}
 		if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
 			c.Close()
-			s.setState(func(st *State) { st.State, st.Ready = StateReady, true })
+			s.setStateOf(pid, StateReady, true)
 			s.event(report.Event{Kind: report.EventReady, PID: pid})
 			s.logf("workload pid %d accepts on %s", pid, addr)
 			s.firstReady(nil)
@@ -493,14 +503,14 @@ func (s *Supervisor) live(ctx context.Context, pid int, addr string) {
 		if err == nil {
 			if fails > 0 {
 				s.logf("workload pid %d answers the liveness probe again", pid)
-				s.setState(func(st *State) { st.State, st.Ready = StateReady, true })
+				s.setStateOf(pid, StateReady, true)
 			}
 			fails = 0
 			continue
 		}
 		fails++
 		s.logf("workload pid %d: liveness probe %d/%d failed: %v", pid, fails, l.Failures, err)
-		s.setState(func(st *State) { st.State, st.Ready = StateRunning, false })
+		s.setStateOf(pid, StateRunning, false)
 		if fails >= l.Failures {
 			s.event(report.Event{Kind: report.EventUnresponsive, PID: pid,
 				Detail: fmt.Sprintf("%d liveness probes failed, last: %v; SIGKILL", fails, err)})
