@@ -70,6 +70,7 @@ func NewRegistry(o Options) *prometheus.Registry {
 		add("sockstat", &sockstat{file: filepath.Join(o.ProcRoot, "net", "sockstat"), pageSize: os.Getpagesize()})
 		add("cpu", &cpuStat{file: filepath.Join(o.ProcRoot, "stat")})
 		add("meminfo", &meminfo{file: filepath.Join(o.ProcRoot, "meminfo")})
+		add("self", &self{file: filepath.Join(o.ProcRoot, "self", "stat"), pageSize: os.Getpagesize()})
 	}
 	if o.Stats != nil && o.Device != "" {
 		add("ethtool", &ethtoolStats{device: o.Device, driver: o.Driver, r: o.Stats})

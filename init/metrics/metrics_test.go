@@ -113,7 +113,7 @@ func value(t testing.TB, fams map[string]*dto.MetricFamily, name string, labels 
 
 func TestCollectorsENA(t *testing.T) {
 	fams := scrape(t, NewRegistry(enaOptions()))
-	for _, c := range []string{"interrupts", "softnet", "softirqs", "netstat", "sockstat", "cpu", "meminfo", "ethtool"} {
+	for _, c := range []string{"interrupts", "softnet", "softirqs", "netstat", "sockstat", "cpu", "meminfo", "self", "ethtool"} {
 		if v := value(t, fams, "hotpath_scrape_collector_success", "collector", c); v != 1 {
 			t.Errorf("collector %s: success %v", c, v)
 		}
@@ -166,6 +166,10 @@ func TestCollectorsENA(t *testing.T) {
 		{"hotpath_memory_MemTotal_bytes", nil, 10485760 * 1024, dto.MetricType_GAUGE},
 		{"hotpath_memory_Active_anon_bytes", nil, 1712 * 1024, dto.MetricType_GAUGE},
 		{"hotpath_memory_HugePages_Total", nil, 0, dto.MetricType_GAUGE},
+		// The init's own cost, a command name with spaces and parentheses.
+		{"hotpath_init_cpu_seconds_total", []string{"mode", "user"}, 2.5, dto.MetricType_COUNTER},
+		{"hotpath_init_cpu_seconds_total", []string{"mode", "system"}, 1.3, dto.MetricType_COUNTER},
+		{"hotpath_init_resident_memory_bytes", nil, 4321 * float64(os.Getpagesize()), dto.MetricType_GAUGE},
 	} {
 		t.Run(tc.name+strings.Join(tc.labels, ","), func(t *testing.T) {
 			if _, typ := series(t, fams, tc.name, tc.labels...); typ != tc.typ {
