@@ -118,10 +118,12 @@ func run(con *console.Console, requests chan request) {
 	ctx := context.Background()
 	pid1 := os.Getpid() == 1
 	var results []report.Step
+	var obs *observer
 	runStep := func(s boot.Step) report.Step {
 		r := boot.RunOne(ctx, s)
 		logStep(con, r)
 		results = append(results, r)
+		obs.step(r)
 		return r
 	}
 
@@ -145,6 +147,7 @@ func run(con *console.Console, requests chan request) {
 
 	// Configuration: the baked file, then the kernel command line.
 	cfg, unknown := loadConfig(con)
+	obs = startObserver(ctx, con, cfg, results)
 
 	runStep(boot.Step{Name: "loopback", Apply: func(context.Context, boot.Detail) error {
 		return nic.NewNetlink().LinkSetUp("lo")
@@ -226,6 +229,8 @@ func run(con *console.Console, requests chan request) {
 		}))
 	}
 
+	obs.serve(ctx, link)
+
 	// The power button.
 	runStep(boot.Step{Name: "power-button", Apply: func(_ context.Context, d boot.Detail) error {
 		devs, err := power.Find(sysRoot, devRoot)
@@ -260,15 +265,17 @@ func run(con *console.Console, requests chan request) {
 	for i, s := range settings {
 		sysctlNames[i] = s.Name
 	}
+	stdout, stderr := obs.workloadOutput()
 	var sup *supervise.Supervisor
 	sup = supervise.New(supervise.Config{
 		Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, Env: env, Port: cfg.WorkloadPort,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
 		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
 		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout,
-		Stdout: os.Stdout, Stderr: os.Stderr,
+		Stdout: stdout, Stderr: stderr,
 		Millis: bootMillis,
 		Event: func(e report.Event) {
+			obs.event(e)
 			con.Line(report.EventPrefix, e)
 			if e.Kind == report.EventStart && rep.Workload.PID == 0 {
 				rep.Workload.PID = e.PID
@@ -288,6 +295,7 @@ func run(con *console.Console, requests chan request) {
 				fo.Ethtool = et
 			}
 			rep.Facts = facts.Read(fo, con.Logf)
+			obs.report(rep)
 			con.Line(report.ReportPrefix, rep)
 			con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
 		},

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hotpath-dev/hotpath/init/config"
+	"github.com/hotpath-dev/hotpath/init/console"
+	"github.com/hotpath-dev/hotpath/init/logship"
+	"github.com/hotpath-dev/hotpath/init/metrics"
+	"github.com/hotpath-dev/hotpath/init/mgmt"
+	"github.com/hotpath-dev/hotpath/init/nic"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/safchain/ethtool"
+	"golang.org/x/sys/unix"
+)
+
+// observer is the appliance's voice beyond the console: the management
+// endpoint (metrics, health, report) and log shipping. Its methods are
+// safe on a nil observer, so the boot sequence calls them without caring
+// whether observation started.
+type observer struct {
+	con  *console.Console
+	cfg  config.Config
+	ship *logship.Shipper // nil without log.remote
+
+	workload metrics.Tracker
+	hostname atomic.Pointer[string]
+
+	mu    sync.Mutex
+	steps []report.Step
+	rep   *report.Report
+}
+
+// startObserver starts log shipping (when log.remote is set) and keeps the
+// steps run so far. From here on every console line of the init is also
+// shipped; the lines printed before (mounts, config) are not.
+func startObserver(ctx context.Context, con *console.Console, cfg config.Config, steps []report.Step) *observer {
+	o := &observer{con: con, cfg: cfg, steps: append([]report.Step(nil), steps...)}
+	if cfg.LogRemote == "" {
+		return o
+	}
+	remote, err := logship.ParseRemote(cfg.LogRemote)
+	if err != nil {
+		con.Logf("log.remote: %v; shipping off", err)
+		return o
+	}
+	o.ship = logship.New(logship.Config{Remote: remote, Hostname: o.host, Logf: con.Logf})
+	go func() {
+		defer recoverLog(con, "log shipper")
+		o.ship.Run(ctx)
+	}()
+	con.Out = &logship.LineWriter{Out: con.Out, Line: func(line string) {
+		if m, ok := logship.InitMessage(line); ok {
+			m.ProcID = "1"
+			o.ship.Send(m)
+		}
+	}}
+	con.Logf("shipping logs to %s (RFC 5424, %s)", remote.Addr, remote.Network)
+	return o
+}
+
+// host is the syslog HOSTNAME: the node name if one was set, else the
+// primary address once the network is configured, else NILVALUE.
+func (o *observer) host() string {
+	if h := o.hostname.Load(); h != nil {
+		return *h
+	}
+	return "-"
+}
+
+func (o *observer) step(r report.Step) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.steps = append(o.steps, r)
+	o.mu.Unlock()
+}
+
+func (o *observer) event(e report.Event) {
+	if o == nil {
+		return
+	}
+	o.workload.Observe(e)
+}
+
+func (o *observer) report(rep report.Report) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.rep = &rep
+	o.mu.Unlock()
+}
+
+// workloadOutput returns the workload's stdout and stderr: the console
+// itself when nothing is shipped (the workload writes to it directly, as
+// it always did), else pipes that are copied to the console and shipped
+// line by line.
+func (o *observer) workloadOutput() (stdout, stderr *os.File) {
+	if o == nil || o.ship == nil {
+		return os.Stdout, os.Stderr
+	}
+	app := path.Base(o.cfg.WorkloadPath)
+	pipe := func(console *os.File, id string) *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			o.con.Logf("workload %s pipe: %v; not shipped", id, err)
+			return console
+		}
+		go func() {
+			defer recoverLog(o.con, "workload "+id)
+			logship.Copy(console, r, func(line []byte) {
+				m := logship.Message{Facility: logship.FacilityUser, Severity: logship.SeverityInfo,
+					App: app, MsgID: id, Text: string(line)}
+				if pid := o.workload.Snapshot().PID; pid != 0 {
+					m.ProcID = strconv.Itoa(pid)
+				}
+				o.ship.Send(m)
+			})
+		}()
+		return w // kept open for every restart of the workload
+	}
+	return pipe(os.Stdout, "stdout"), pipe(os.Stderr, "stderr")
+}
+
+// serve starts the management endpoint (unless mgmt.port is 0) once the
+// NIC is tuned and the network configured, and names this host for
+// syslog by the primary address.
+func (o *observer) serve(ctx context.Context, link *nic.Link) {
+	if o == nil {
+		return
+	}
+	if link != nil {
+		if h := hostName(link.Name); h != "" {
+			o.hostname.Store(&h)
+		}
+	}
+	if o.cfg.MgmtPort == 0 {
+		o.con.Logf("management endpoint off (mgmt.port=0)")
+		return
+	}
+	if o.cfg.MgmtPort == o.cfg.WorkloadPort {
+		o.con.Logf("management endpoint off: mgmt.port %d is the workload's port", o.cfg.MgmtPort)
+		return
+	}
+	mo := metrics.Options{
+		ProcRoot: procRoot, SysRoot: sysRoot,
+		Workload: &o.workload,
+		Boot: func() []report.Step {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return append([]report.Step(nil), o.steps...)
+		},
+		Timex: metrics.Adjtimex,
+		Logf:  o.con.Logf,
+	}
+	if o.ship != nil {
+		mo.Log = func() metrics.LogStats {
+			s := o.ship.Stats()
+			return metrics.LogStats{Sent: s.Sent, Dropped: s.Dropped, Truncated: s.Truncated, QueuedBytes: s.QueuedBytes, Connected: s.Connected}
+		}
+	}
+	if link != nil {
+		mo.Device, mo.Driver = link.Name, link.Driver
+		if e, err := ethtool.NewEthtool(); err == nil {
+			mo.Stats = e
+		} else {
+			o.con.Logf("metrics: ethtool: %v", err)
+		}
+		// The queue interrupts are named once the channels are set.
+		if irqs, err := nic.QueueIRQs(procRoot, *link); err == nil && len(irqs) > 0 {
+			queues := map[string]int{}
+			for _, q := range irqs {
+				queues[q.Name] = q.Queue
+			}
+			mo.QueueIRQ = func(name string) (int, bool) { q, ok := queues[name]; return q, ok }
+		}
+	}
+	h := mgmt.Handler(mgmt.Options{
+		Gatherer: metrics.NewRegistry(mo),
+		Workload: &o.workload,
+		Report: func() (any, bool) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return o.rep, o.rep != nil
+		},
+		Logf: o.con.Logf,
+	})
+	addr := net.JoinHostPort(o.cfg.MgmtAddr, strconv.Itoa(o.cfg.MgmtPort))
+	go func() {
+		defer recoverLog(o.con, "management endpoint")
+		if err := mgmt.ListenAndServe(ctx, addr, h, o.con.Logf); err != nil {
+			o.con.Logf("management endpoint: %v", err)
+		}
+	}()
+	o.con.Logf("management endpoint on %s: /metrics /healthz /report", addr)
+}
+
+// hostName is the node name if one was set (uname), else the first IPv4
+// address of the interface.
+func hostName(iface string) string {
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		if n := unix.ByteSliceToString(u.Nodename[:]); n != "" && n != "(none)" && n != "localhost" {
+			return n
+		}
+	}
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return ""
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if p, ok := a.(*net.IPNet); ok && p.IP.To4() != nil {
+			return p.IP.String()
+		}
+	}
+	return ""
+}
