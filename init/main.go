@@ -147,7 +147,7 @@ func run(con *console.Console, requests chan request) {
 
 	// Configuration: the baked file, then the kernel command line.
 	cfg, unknown := loadConfig(con)
-	obs = startObserver(ctx, con, cfg, results)
+	obs = startObserver(con, cfg, results)
 
 	runStep(boot.Step{Name: "loopback", Apply: func(context.Context, boot.Detail) error {
 		return nic.NewNetlink().LinkSetUp("lo")
@@ -229,7 +229,7 @@ func run(con *console.Console, requests chan request) {
 		}))
 	}
 
-	obs.serve(ctx, link)
+	obs.online(ctx, link)
 
 	// The power button.
 	runStep(boot.Step{Name: "power-button", Apply: func(_ context.Context, d boot.Detail) error {

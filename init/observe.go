@@ -37,10 +37,11 @@ type observer struct {
 	rep   *report.Report
 }
 
-// startObserver starts log shipping (when log.remote is set) and keeps the
-// steps run so far. From here on every console line of the init is also
-// shipped; the lines printed before (mounts, config) are not.
-func startObserver(ctx context.Context, con *console.Console, cfg config.Config, steps []report.Step) *observer {
+// startObserver keeps the steps run so far and, when log.remote is set,
+// starts collecting log lines for shipping: from here on every console line
+// of the init is also queued (the lines printed before, mounts and config,
+// are not). They are sent once the network is up (online).
+func startObserver(con *console.Console, cfg config.Config, steps []report.Step) *observer {
 	o := &observer{con: con, cfg: cfg, steps: append([]report.Step(nil), steps...)}
 	if cfg.LogRemote == "" {
 		return o
@@ -51,17 +52,13 @@ func startObserver(ctx context.Context, con *console.Console, cfg config.Config,
 		return o
 	}
 	o.ship = logship.New(logship.Config{Remote: remote, Hostname: o.host, Logf: con.Logf})
-	go func() {
-		defer recoverLog(con, "log shipper")
-		o.ship.Run(ctx)
-	}()
 	con.Out = &logship.LineWriter{Out: con.Out, Line: func(line string) {
 		if m, ok := logship.InitMessage(line); ok {
 			m.ProcID = "1"
 			o.ship.Send(m)
 		}
 	}}
-	con.Logf("shipping logs to %s (RFC 5424, %s)", remote.Addr, remote.Network)
+	con.Logf("shipping logs to %s (RFC 5424 over %s) once the network is up", remote.Addr, remote.Network)
 	return o
 }
 
@@ -130,10 +127,11 @@ func (o *observer) workloadOutput() (stdout, stderr *os.File) {
 	return pipe(os.Stdout, "stdout"), pipe(os.Stderr, "stderr")
 }
 
-// serve starts the management endpoint (unless mgmt.port is 0) once the
-// NIC is tuned and the network configured, and names this host for
-// syslog by the primary address.
-func (o *observer) serve(ctx context.Context, link *nic.Link) {
+// online is called once the NIC is tuned and the network configured: it
+// names this host for syslog by its primary address, starts sending the
+// queued log lines, and starts the management endpoint (unless mgmt.port
+// is 0).
+func (o *observer) online(ctx context.Context, link *nic.Link) {
 	if o == nil {
 		return
 	}
@@ -141,6 +139,12 @@ func (o *observer) serve(ctx context.Context, link *nic.Link) {
 		if h := hostName(link.Name); h != "" {
 			o.hostname.Store(&h)
 		}
+	}
+	if o.ship != nil {
+		go func() {
+			defer recoverLog(o.con, "log shipper")
+			o.ship.Run(ctx)
+		}()
 	}
 	if o.cfg.MgmtPort == 0 {
 		o.con.Logf("management endpoint off (mgmt.port=0)")
