@@ -229,7 +229,9 @@ func run(con *console.Console, requests chan request) {
 		}))
 	}
 
-	obs.online(ctx, link)
+	for _, s := range obs.bootSteps(ctx, link) {
+		runStep(s)
+	}
 
 	// The power button.
 	runStep(boot.Step{Name: "power-button", Apply: func(_ context.Context, d boot.Detail) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/logship"
@@ -40,7 +42,7 @@ type observer struct {
 // startObserver keeps the steps run so far and, when log.remote is set,
 // starts collecting log lines for shipping: from here on every console line
 // of the init is also queued (the lines printed before, mounts and config,
-// are not). They are sent once the network is up (online).
+// are not). They are sent once the network is up (bootSteps).
 func startObserver(con *console.Console, cfg config.Config, steps []report.Step) *observer {
 	o := &observer{con: con, cfg: cfg, steps: append([]report.Step(nil), steps...)}
 	if cfg.LogRemote == "" {
@@ -127,33 +129,77 @@ func (o *observer) workloadOutput() (stdout, stderr *os.File) {
 	return pipe(os.Stdout, "stdout"), pipe(os.Stderr, "stderr")
 }
 
-// online is called once the NIC is tuned and the network configured: it
-// names this host for syslog by its primary address, starts sending the
-// queued log lines, and starts the management endpoint (unless mgmt.port
-// is 0).
-func (o *observer) online(ctx context.Context, link *nic.Link) {
+// steps are the boot steps of observation, run once the NIC is tuned and
+// the network configured: "log-shipping" names this host for syslog by
+// its primary address and starts sending the queued log lines;
+// "mgmt-endpoint" starts the management endpoint (unless mgmt.port is 0).
+func (o *observer) bootSteps(ctx context.Context, link *nic.Link) []boot.Step {
 	if o == nil {
-		return
+		return nil
 	}
-	if link != nil {
-		if h := hostName(link.Name); h != "" {
-			o.hostname.Store(&h)
-		}
+	return []boot.Step{
+		{Name: "log-shipping", Apply: func(_ context.Context, d boot.Detail) error {
+			if link != nil {
+				if h := hostName(link.Name); h != "" {
+					o.hostname.Store(&h)
+				}
+			}
+			if o.ship == nil {
+				return boot.Skip("log.remote not set: the console only")
+			}
+			go func() {
+				defer recoverLog(o.con, "log shipper")
+				o.ship.Run(ctx)
+			}()
+			d["remote"], d["hostname"] = o.cfg.LogRemote, o.host()
+			return nil
+		}},
+		{Name: "mgmt-endpoint", Apply: func(_ context.Context, d boot.Detail) error {
+			return o.serve(ctx, link, d)
+		}},
 	}
-	if o.ship != nil {
-		go func() {
-			defer recoverLog(o.con, "log shipper")
-			o.ship.Run(ctx)
-		}()
-	}
+}
+
+// serve starts the management endpoint. If its address cannot be bound
+// now, the step fails and the endpoint keeps trying in the background.
+func (o *observer) serve(ctx context.Context, link *nic.Link, d boot.Detail) error {
 	if o.cfg.MgmtPort == 0 {
-		o.con.Logf("management endpoint off (mgmt.port=0)")
-		return
+		return boot.Skip("mgmt.port=0")
 	}
 	if o.cfg.MgmtPort == o.cfg.WorkloadPort {
-		o.con.Logf("management endpoint off: mgmt.port %d is the workload's port", o.cfg.MgmtPort)
-		return
+		return fmt.Errorf("mgmt.port %d is the workload's port", o.cfg.MgmtPort)
 	}
+	h := mgmt.Handler(mgmt.Options{
+		Gatherer: metrics.NewRegistry(o.metricsOptions(link)),
+		Workload: &o.workload,
+		Report: func() (any, bool) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return o.rep, o.rep != nil
+		},
+		Logf: o.con.Logf,
+	})
+	addr := net.JoinHostPort(o.cfg.MgmtAddr, strconv.Itoa(o.cfg.MgmtPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		go func() {
+			defer recoverLog(o.con, "management endpoint")
+			mgmt.ListenAndServe(ctx, addr, h, o.con.Logf)
+		}()
+		return fmt.Errorf("listen %s: %w (retrying in the background)", addr, err)
+	}
+	go func() {
+		defer recoverLog(o.con, "management endpoint")
+		if err := mgmt.Serve(ctx, ln, h, mgmt.DefaultLimits, o.con.Logf); err != nil {
+			o.con.Logf("management endpoint: %v", err)
+		}
+	}()
+	d["addr"] = ln.Addr().String()
+	d["paths"] = "/metrics /healthz /report"
+	return nil
+}
+
+func (o *observer) metricsOptions(link *nic.Link) metrics.Options {
 	mo := metrics.Options{
 		ProcRoot: procRoot, SysRoot: sysRoot,
 		Workload: &o.workload,
@@ -171,40 +217,24 @@ func (o *observer) online(ctx context.Context, link *nic.Link) {
 			return metrics.LogStats{Sent: s.Sent, Dropped: s.Dropped, Truncated: s.Truncated, QueuedBytes: s.QueuedBytes, Connected: s.Connected}
 		}
 	}
-	if link != nil {
-		mo.Device, mo.Driver = link.Name, link.Driver
-		if e, err := ethtool.NewEthtool(); err == nil {
-			mo.Stats = e
-		} else {
-			o.con.Logf("metrics: ethtool: %v", err)
-		}
-		// The queue interrupts are named once the channels are set.
-		if irqs, err := nic.QueueIRQs(procRoot, *link); err == nil && len(irqs) > 0 {
-			queues := map[string]int{}
-			for _, q := range irqs {
-				queues[q.Name] = q.Queue
-			}
-			mo.QueueIRQ = func(name string) (int, bool) { q, ok := queues[name]; return q, ok }
-		}
+	if link == nil {
+		return mo
 	}
-	h := mgmt.Handler(mgmt.Options{
-		Gatherer: metrics.NewRegistry(mo),
-		Workload: &o.workload,
-		Report: func() (any, bool) {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return o.rep, o.rep != nil
-		},
-		Logf: o.con.Logf,
-	})
-	addr := net.JoinHostPort(o.cfg.MgmtAddr, strconv.Itoa(o.cfg.MgmtPort))
-	go func() {
-		defer recoverLog(o.con, "management endpoint")
-		if err := mgmt.ListenAndServe(ctx, addr, h, o.con.Logf); err != nil {
-			o.con.Logf("management endpoint: %v", err)
+	mo.Device, mo.Driver = link.Name, link.Driver
+	if e, err := ethtool.NewEthtool(); err == nil {
+		mo.Stats = e
+	} else {
+		o.con.Logf("metrics: ethtool: %v", err)
+	}
+	// The queue interrupts are named once the channels are set.
+	if irqs, err := nic.QueueIRQs(procRoot, *link); err == nil && len(irqs) > 0 {
+		queues := map[string]int{}
+		for _, q := range irqs {
+			queues[q.Name] = q.Queue
 		}
-	}()
-	o.con.Logf("management endpoint on %s: /metrics /healthz /report", addr)
+		mo.QueueIRQ = func(name string) (int, bool) { q, ok := queues[name]; return q, ok }
+	}
+	return mo
 }
 
 // hostName is the node name if one was set (uname), else the first IPv4

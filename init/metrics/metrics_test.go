@@ -36,8 +36,10 @@ func (f fileStats) Stats(dev string) (map[string]uint64, error) {
 }
 
 // enaQueue is how the init names ENA queue interrupts (init/nic).
+var enaQueueIRQ = regexp.MustCompile(`^eth0-Tx-Rx-(\d+)$`)
+
 func enaQueue(name string) (int, bool) {
-	m := regexp.MustCompile(`^eth0-Tx-Rx-(\d+)$`).FindStringSubmatch(name)
+	m := enaQueueIRQ.FindStringSubmatch(name)
 	if m == nil {
 		return 0, false
 	}

@@ -82,6 +82,14 @@ func TestObs(t *testing.T) {
 			t.Errorf("/report differs from the console's report: ready %d/%d, %d/%d steps",
 				rep.ReadyMillis, b.rep.ReadyMillis, len(rep.Steps), len(b.rep.Steps))
 		}
+		for _, name := range []string{"log-shipping", "mgmt-endpoint"} {
+			if s, ok := rep.Step(name); !ok || s.Status != report.Applied {
+				t.Errorf("step %s: %+v", name, s)
+			}
+		}
+		if s, _ := rep.Step("log-shipping"); s.Detail["hostname"] != b.Addr {
+			t.Errorf("syslog hostname %q, want the guest's address %s", s.Detail["hostname"], b.Addr)
+		}
 	})
 	t.Run("metrics", func(t *testing.T) { o.checkMetrics(ctx, t) })
 	t.Run("scrape-cost", func(t *testing.T) { o.scrapeCost(t) })
