@@ -232,6 +232,17 @@ func (s *Shipper) Run(ctx context.Context) {
 			return true
 		}
 	}
+	// retry notes a failure (logged once until the next success) and
+	// waits out the back-off; false when ctx ended.
+	retry := func(what string, err error) bool {
+		if !failed {
+			s.logf("log shipping to %s://%s: %v; %s with back-off", s.cfg.Remote.Network, s.cfg.Remote.Addr, err, what)
+			failed = true
+		}
+		ok := wait(backoff)
+		backoff = min(2*backoff, s.cfg.BackoffMax)
+		return ok
+	}
 	var buf []byte
 	for ctx.Err() == nil {
 		batch := s.peek(64)
@@ -248,14 +259,9 @@ func (s *Shipper) Run(ctx context.Context) {
 			c, err := s.cfg.Dial(dctx, s.cfg.Remote.Network, s.cfg.Remote.Addr)
 			cancel()
 			if err != nil {
-				if !failed {
-					s.logf("log shipping to %s://%s: %v; retrying with back-off", s.cfg.Remote.Network, s.cfg.Remote.Addr, err)
-					failed = true
-				}
-				if !wait(backoff) {
+				if !retry("retrying", err) {
 					return
 				}
-				backoff = min(2*backoff, s.cfg.BackoffMax)
 				continue
 			}
 			conn = c
@@ -274,14 +280,9 @@ func (s *Shipper) Run(ctx context.Context) {
 			conn.Close()
 			conn = nil
 			s.connected.Store(false)
-			if !failed {
-				s.logf("log shipping to %s://%s: %v; reconnecting with back-off", s.cfg.Remote.Network, s.cfg.Remote.Addr, err)
-				failed = true
-			}
-			if !wait(backoff) {
+			if !retry("reconnecting", err) {
 				return
 			}
-			backoff = min(2*backoff, s.cfg.BackoffMax)
 			continue
 		}
 		if failed {
