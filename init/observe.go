@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path"
@@ -114,7 +115,14 @@ func (o *observer) workloadOutput() (stdout, stderr *os.File) {
 			return console
 		}
 		go func() {
-			defer recoverLog(o.con, "workload "+id)
+			// Whatever happens to shipping, the pipe is drained: a full
+			// pipe would block the workload.
+			defer func() {
+				if p := recover(); p != nil {
+					o.con.Logf("PANIC in workload %s shipping: %v; copying to the console only", id, p)
+				}
+				io.Copy(console, r)
+			}()
 			logship.Copy(console, r, func(line []byte) {
 				m := logship.Message{Facility: logship.FacilityUser, Severity: logship.SeverityInfo,
 					App: app, MsgID: id, Text: string(line)}

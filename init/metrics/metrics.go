@@ -1,8 +1,10 @@
 // Package metrics turns what the kernel already counts into Prometheus
 // metrics for the init's management endpoint: the NIC driver's ethtool
-// statistics (the ENA allowance counters among them), per-queue interrupts
-// per CPU, softnet, softirqs, the TCP/IP MIB counters, socket usage, CPU
-// time, memory, the workload's state and each boot step's outcome.
+// statistics (the ENA allowance counters among them), the interface
+// counters, per-queue interrupts per CPU, softnet, softirqs, the TCP/IP MIB
+// counters, socket usage, CPU time, memory, the clock's sync state, the
+// workload's state, each boot step's outcome, log shipping, and the init's
+// own CPU time.
 //
 // Every collector reads at scrape time and only then: nothing runs between
 // scrapes, and nothing is added to the workload's request path. The files
@@ -32,8 +34,9 @@ type Options struct {
 	ProcRoot string // "/proc"
 	SysRoot  string // "/sys"
 
-	// Device is the primary NIC (its ethtool statistics); Driver is its
-	// driver, as a label. Stats reads the ethtool statistics.
+	// Device is the primary NIC (its ethtool statistics and the kernel's
+	// interface counters under SysRoot); Driver is its driver, as a
+	// label. Stats reads the ethtool statistics.
 	Device string
 	Driver string
 	Stats  StatsReader
@@ -71,6 +74,9 @@ func NewRegistry(o Options) *prometheus.Registry {
 		add("cpu", &cpuStat{file: filepath.Join(o.ProcRoot, "stat")})
 		add("meminfo", &meminfo{file: filepath.Join(o.ProcRoot, "meminfo")})
 		add("self", &self{file: filepath.Join(o.ProcRoot, "self", "stat"), pageSize: os.Getpagesize()})
+	}
+	if o.SysRoot != "" && o.Device != "" {
+		add("netdev", &netdev{dir: filepath.Join(o.SysRoot, "class", "net", o.Device, "statistics"), device: o.Device})
 	}
 	if o.Stats != nil && o.Device != "" {
 		add("ethtool", &ethtoolStats{device: o.Device, driver: o.Driver, r: o.Stats})

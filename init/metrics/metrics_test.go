@@ -49,7 +49,7 @@ func enaQueue(name string) (int, bool) {
 
 func enaOptions() Options {
 	return Options{
-		ProcRoot: "testdata/ena", Device: "eth0", Driver: "ena",
+		ProcRoot: "testdata/ena", SysRoot: "testdata/ena-sys", Device: "eth0", Driver: "ena",
 		Stats: fileStats{"eth0": "testdata/ena/ethtool-S-eth0"}, QueueIRQ: enaQueue,
 	}
 }
@@ -115,7 +115,7 @@ func value(t testing.TB, fams map[string]*dto.MetricFamily, name string, labels 
 
 func TestCollectorsENA(t *testing.T) {
 	fams := scrape(t, NewRegistry(enaOptions()))
-	for _, c := range []string{"interrupts", "softnet", "softirqs", "netstat", "sockstat", "cpu", "meminfo", "self", "ethtool"} {
+	for _, c := range []string{"interrupts", "softnet", "softirqs", "netstat", "sockstat", "cpu", "meminfo", "self", "netdev", "ethtool"} {
 		if v := value(t, fams, "hotpath_scrape_collector_success", "collector", c); v != 1 {
 			t.Errorf("collector %s: success %v", c, v)
 		}
@@ -168,6 +168,10 @@ func TestCollectorsENA(t *testing.T) {
 		{"hotpath_memory_MemTotal_bytes", nil, 10485760 * 1024, dto.MetricType_GAUGE},
 		{"hotpath_memory_Active_anon_bytes", nil, 1712 * 1024, dto.MetricType_GAUGE},
 		{"hotpath_memory_HugePages_Total", nil, 0, dto.MetricType_GAUGE},
+		// The kernel's interface counters.
+		{"hotpath_netdev_rx_packets_total", []string{"device", "eth0"}, 8000010, dto.MetricType_COUNTER},
+		{"hotpath_netdev_rx_dropped_total", nil, 17, dto.MetricType_COUNTER},
+		{"hotpath_netdev_rx_missed_errors_total", nil, 0, dto.MetricType_COUNTER},
 		// The init's own cost, a command name with spaces and parentheses.
 		{"hotpath_init_cpu_seconds_total", []string{"mode", "user"}, 2.5, dto.MetricType_COUNTER},
 		{"hotpath_init_cpu_seconds_total", []string{"mode", "system"}, 1.3, dto.MetricType_COUNTER},

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -379,5 +380,35 @@ func (c *self) collect(ch chan<- prometheus.Metric) error {
 	ch <- prometheus.MustNewConstMetric(selfCPU, prometheus.CounterValue, v[0]/userHZ, "user")
 	ch <- prometheus.MustNewConstMetric(selfCPU, prometheus.CounterValue, v[1]/userHZ, "system")
 	ch <- prometheus.MustNewConstMetric(selfRSS, prometheus.GaugeValue, v[2]*float64(c.pageSize))
+	return nil
+}
+
+// netdev exports the kernel's own counters of the NIC
+// (/sys/class/net/DEV/statistics: rx_packets, rx_dropped,
+// rx_missed_errors, tx_errors, ...), the same for every driver, as
+// hotpath_netdev_<name>_total{device}.
+type netdev struct {
+	dir, device string
+	descs       descs
+}
+
+func (c *netdev) collect(ch chan<- prometheus.Metric) error {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(c.dir, e.Name()))
+		if err != nil {
+			continue // some counters are not readable on some drivers (EOPNOTSUPP)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		if err != nil {
+			return fmt.Errorf("%s/%s: %w", c.dir, e.Name(), err)
+		}
+		name := Namespace + "_netdev_" + sanitize(e.Name()) + "_total"
+		ch <- prometheus.MustNewConstMetric(c.descs.get(name, "Interface counter "+e.Name()+" (/sys/class/net/DEV/statistics).", "device"),
+			prometheus.CounterValue, v, c.device)
+	}
 	return nil
 }

@@ -214,7 +214,7 @@ func (o *obsGuest) checkMetrics(ctx context.Context, t *testing.T) {
 			t.Errorf("collector %s failed in the guest", c)
 		}
 	}
-	for _, name := range []string{"hotpath_ethtool_rx_packets", "hotpath_ethtool_tx_packets", "hotpath_interrupts_total",
+	for _, name := range []string{"hotpath_ethtool_rx_packets", "hotpath_ethtool_tx_packets", "hotpath_interrupts_total", "hotpath_netdev_rx_packets_total",
 		"hotpath_softnet_processed_total", "hotpath_netstat_TcpExt_ListenOverflows", "hotpath_netstat_Tcp_RetransSegs",
 		"hotpath_sockstat_TCP_inuse", "hotpath_cpu_seconds_total", "hotpath_memory_MemTotal_bytes",
 		"hotpath_workload_up", "hotpath_boot_step_status", "hotpath_log_messages_dropped_total"} {
