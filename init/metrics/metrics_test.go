@@ -461,3 +461,18 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkReadSources reads the files BenchmarkScrape reads, and nothing
+// else: the floor a scrape cannot go below. The ratio of the two is what
+// parsing, client_golang and the text encoding add.
+func BenchmarkReadSources(b *testing.B) {
+	files := []string{"interrupts", "net/softnet_stat", "softirqs", "net/snmp", "net/netstat", "net/sockstat", "stat", "meminfo", "self/stat"}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, f := range files {
+			if _, err := os.ReadFile(filepath.Join("testdata/ena", f)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
