@@ -123,9 +123,9 @@ func (o *observer) workloadOutput() (stdout, stderr *os.File) {
 				}
 				io.Copy(console, r)
 			}()
-			logship.Copy(console, r, func(line []byte) {
+			logship.Copy(console, r, func(line string) {
 				m := logship.Message{Facility: logship.FacilityUser, Severity: logship.SeverityInfo,
-					App: app, MsgID: id, Text: string(line)}
+					App: app, MsgID: id, Text: line}
 				if pid := o.workload.Snapshot().PID; pid != 0 {
 					m.ProcID = strconv.Itoa(pid)
 				}
@@ -137,7 +137,7 @@ func (o *observer) workloadOutput() (stdout, stderr *os.File) {
 	return pipe(os.Stdout, "stdout"), pipe(os.Stderr, "stderr")
 }
 
-// steps are the boot steps of observation, run once the NIC is tuned and
+// bootSteps are the boot steps of observation, run once the NIC is tuned and
 // the network configured: "log-shipping" names this host for syslog by
 // its primary address and starts sending the queued log lines;
 // "mgmt-endpoint" starts the management endpoint (unless mgmt.port is 0).

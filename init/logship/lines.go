@@ -1,9 +1,7 @@
 package logship
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -13,37 +11,21 @@ import (
 )
 
 // maxLine is the longest line kept whole; a longer one is shipped in
-// pieces of this size.
+// pieces of at least this size.
 const maxLine = 64 << 10
 
 // Copy copies the workload's output from r (the read end of its stdout or
-// stderr pipe) to out (the console) unchanged, and calls line for each
-// line of it (without the newline). It returns when r ends. A line is
-// shipped only after the console write: the console is the primary log,
-// and when it is slow the workload waits for it exactly as when it wrote
-// to the console itself.
-func Copy(out io.Writer, r io.Reader, line func([]byte)) error {
-	br := bufio.NewReaderSize(r, maxLine)
-	for {
-		b, err := br.ReadSlice('\n')
-		if len(b) > 0 {
-			if out != nil {
-				out.Write(b)
-			}
-			if l := bytes.TrimRight(b, "\r\n"); len(l) > 0 {
-				line(l)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-	}
+// stderr pipe) to out (the console) as it comes, a partial line included,
+// and calls line for each line of it (without the newline; the rest of an
+// unterminated last line when r ends). It returns when r ends. A line is
+// shipped only after its console write: the console is the primary log,
+// and when it is slow the workload waits for it exactly as when it wrote to
+// the console itself.
+func Copy(out io.Writer, r io.Reader, line func(string)) error {
+	w := &LineWriter{Out: out, Line: line}
+	_, err := io.Copy(w, r)
+	w.Flush()
+	return err
 }
 
 // LineWriter is an io.Writer that passes every write to Out and calls
@@ -86,6 +68,14 @@ func (w *LineWriter) Write(p []byte) (int, error) {
 		rest = rest[i+1:]
 	}
 	return n, err
+}
+
+// Flush passes on a partial last line.
+func (w *LineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.emit(w.partial)
+	w.partial = w.partial[:0]
 }
 
 func (w *LineWriter) emit(b []byte) {

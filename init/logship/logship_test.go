@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/tests/vm"
@@ -228,7 +229,8 @@ func TestCopy(t *testing.T) {
 	var console strings.Builder
 	var lines []string
 	in := "one\r\ntwo\n\n" + strings.Repeat("z", maxLine+10) + "\nlast without newline"
-	if err := Copy(&console, strings.NewReader(in), func(b []byte) { lines = append(lines, string(b)) }); err != nil {
+	// One byte per read: lines are put together across reads.
+	if err := Copy(&console, iotest.OneByteReader(strings.NewReader(in)), func(s string) { lines = append(lines, s) }); err != nil {
 		t.Fatal(err)
 	}
 	if console.String() != in {
