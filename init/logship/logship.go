@@ -206,8 +206,9 @@ func (s *Shipper) done(n int) {
 	if s.head == len(s.queue) {
 		s.queue, s.head = s.queue[:0], 0
 	} else if s.head > len(s.queue)/2 {
-		s.queue = append(s.queue[:0], s.queue[s.head:]...)
-		s.head = 0
+		n := copy(s.queue, s.queue[s.head:])
+		clear(s.queue[n:]) // no stale texts kept alive behind the slice's end
+		s.queue, s.head = s.queue[:n], 0
 	}
 }
 

@@ -126,9 +126,7 @@ func TestShipTransports(t *testing.T) {
 					t.Fatalf("message %d: %+v %q", i, m.Base, m.Text())
 				}
 			}
-			if st := s.Stats(); st.Sent != n || st.Dropped != 0 || st.QueuedBytes != 0 || !st.Connected {
-				t.Errorf("stats %+v", st)
-			}
+			waitStats(t, s, func(st Stats) bool { return st.Sent == n && st.Dropped == 0 && st.QueuedBytes == 0 && st.Connected })
 		})
 	}
 }
@@ -167,9 +165,7 @@ func TestShipBufferBound(t *testing.T) {
 	if len(msgs) != kept {
 		t.Errorf("%d messages arrived, %d were kept", len(msgs), kept)
 	}
-	if st := s.Stats(); st.Sent != uint64(kept) || st.QueuedBytes != 0 {
-		t.Errorf("after the collector came: %+v", st)
-	}
+	waitStats(t, s, func(st Stats) bool { return st.Sent == uint64(kept) && st.QueuedBytes == 0 })
 }
 
 // A TCP collector that drops the connection gets a new one, and what is
@@ -220,8 +216,19 @@ func TestShipTruncate(t *testing.T) {
 	if l := len(AppendRFC5424(nil, &Message{App: "a", Time: time.Now()}, "-")) + len(msgs[0].Text()) + 1; l != MaxUDPMessage {
 		t.Errorf("long message is %d bytes, want %d", l, MaxUDPMessage)
 	}
-	if st := s.Stats(); st.Truncated != 1 || st.Sent != 2 {
-		t.Errorf("stats %+v", st)
+	waitStats(t, s, func(st Stats) bool { return st.Truncated == 1 && st.Sent == 2 })
+}
+
+// waitStats waits for the shipper's counters to satisfy ok: a message
+// can reach the collector before the shipper has counted it.
+func waitStats(t *testing.T, s *Shipper, ok func(Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(s.Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
