@@ -72,7 +72,7 @@ func TestRecordedBoot(t *testing.T) {
 	}
 	for _, sub := range []string{
 		"FIRST FAILURE (console line " + fmt.Sprint(f.Line) + "): workload pid",
-		"[-]  nic-coalesce", "[x]  net-dhcp", "steps: 23 applied, 1 skipped, 0 failed",
+		"[-]  nic-coalesce", "[x]  net-dhcp", "steps: 25 applied, 1 skipped, 0 failed",
 		"nic: eth0 (virtio_net) 10.77.0.2/24, valid_lft forever", "qdisc mq [noqueue noqueue]",
 		"workload-restart back-off 3000 ms",
 	} {
@@ -121,7 +121,7 @@ func TestTruncated(t *testing.T) {
 // console order.
 func TestFailedBoot(t *testing.T) {
 	text := readRecorded(t)
-	text = text[:strings.Index(text, "hotpath-init: management endpoint")]
+	text = text[:strings.Index(text, "hotpath-init: step log-shipping")]
 	lines := strings.Split(text, "\n")
 	for i, l := range lines {
 		if strings.HasPrefix(l, "hotpath-init: step nic-qdisc:") {

@@ -14,7 +14,7 @@ func TestReportCmd(t *testing.T) {
 	if !errors.Is(err, errFailed) {
 		t.Errorf("a log with a failed workload exit: %v", err)
 	}
-	if !strings.Contains(out.String(), "FIRST FAILURE") || !strings.Contains(out.String(), "steps: 23 applied") {
+	if !strings.Contains(out.String(), "FIRST FAILURE") || !strings.Contains(out.String(), "steps: 25 applied") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	// Standard input, and a clean boot: the log cut before the exit.
