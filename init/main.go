@@ -156,6 +156,7 @@ func run(con *console.Console, requests chan request) {
 	// after the mounts: /proc/cmdline).
 	var unknown []string
 	m.cfg, unknown = loadConfig(con)
+	m.obs = startObserver(con, m.cfg, m.results)
 	m.boot()
 
 	sup := startWorkload(m, rng, unknown)

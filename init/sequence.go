@@ -33,6 +33,7 @@ var sequence = []func(*machine) []boot.Step{
 	workloadCPUSteps, // workload.cpus within the online CPUs
 	nicSteps,         // discover; channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
 	networkSteps,     // DHCP, static address, or none
+	observeSteps,     // log shipping, management endpoint (observe.go)
 	powerButtonSteps, // ACPI power button: orderly power off
 }
 
@@ -54,6 +55,7 @@ type machine struct {
 	tuner    *nic.Tuner  // nil without a NIC
 	dhcp     *netconf.DHCPOptions
 	results  []report.Step
+	obs      *observer // nil-safe: metrics, health, log shipping
 }
 
 // run runs one step, logs it, and keeps its result for the report.
@@ -61,6 +63,7 @@ func (m *machine) run(s boot.Step) report.Step {
 	r := boot.RunOne(m.ctx, s)
 	logStep(m.con, r)
 	m.results = append(m.results, r)
+	m.obs.step(r)
 	return r
 }
 
@@ -264,4 +267,10 @@ func powerButtonSteps(m *machine) []boot.Step {
 		}
 		return nil
 	}}}
+}
+
+// observeSteps start log shipping and the management endpoint once the
+// network is configured (observe.go).
+func observeSteps(m *machine) []boot.Step {
+	return m.obs.bootSteps(m.ctx, m.link)
 }

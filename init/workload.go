@@ -42,6 +42,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 	} else {
 		con.Logf("workload output straight to the console: %v", err)
 	}
+	stdout, stderr := m.obs.workloadOutput(out)
 	var live *supervise.Liveness
 	if cfg.LivenessProbe != "off" {
 		live = &supervise.Liveness{Interval: cfg.LivenessInterval, Timeout: cfg.LivenessTimeout, Failures: cfg.LivenessFailures}
@@ -54,9 +55,10 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
 		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
 		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Liveness: live,
-		Stdout: out, Stderr: out,
+		Stdout: stdout, Stderr: stderr,
 		Millis: bootMillis,
 		Event: func(e report.Event) {
+			m.obs.event(e)
 			con.Line(report.EventPrefix, e)
 			if e.Kind == report.EventStart {
 				mu.Lock()
@@ -80,6 +82,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 				Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
 			rep.Facts = facts.Read(fo, con.Logf)
 			rep.CRNG = rng.report()
+			m.obs.report(rep)
 			con.Report(rep)
 			if err != nil {
 				con.Logf("NOT READY: %v", err)

@@ -53,6 +53,9 @@
 //	supervise.crashloop_exits  [5] exits within the window that make a crash loop
 //	supervise.crashloop_window [1m0s] crash-loop window; a run longer than this resets the back-off
 //	shutdown.grace           [10s] time between SIGTERM and SIGKILL at shutdown
+//	mgmt.port                [9100] management endpoint (/metrics /healthz /report); 0 = off
+//	mgmt.addr                [] address the management endpoint binds; empty = all addresses
+//	log.remote               [] syslog collector, udp://host:port or tcp://host:port; empty = console only
 //
 // Durations use Go syntax (100ms, 10s, 1m); booleans are on/off, true/false,
 // 1/0, yes/no.
@@ -72,6 +75,7 @@ import (
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/logship"
 )
 
 // Path is where the image bakes the configuration file.
@@ -124,6 +128,10 @@ type Config struct {
 	CrashLoopExits  int
 	CrashLoopWindow time.Duration
 	ShutdownGrace   time.Duration
+
+	MgmtPort  int    // 0: no management endpoint
+	MgmtAddr  string // "" = all addresses
+	LogRemote string // "" or udp://host:port or tcp://host:port
 }
 
 // Key describes one configuration key.
@@ -310,6 +318,29 @@ var Keys = []Key{
 	{"shutdown.grace", "10s", "SIGTERM to SIGKILL",
 		durSetter(func(c *Config) *time.Duration { return &c.ShutdownGrace }),
 		func(c *Config) string { return c.ShutdownGrace.String() }},
+	{"mgmt.port", "9100", "management endpoint port (/metrics /healthz /report); 0 = off",
+		intSetter(func(c *Config) *int { return &c.MgmtPort }, 0, 65535),
+		func(c *Config) string { return strconv.Itoa(c.MgmtPort) }},
+	{"mgmt.addr", "", "address of the management endpoint; empty = all addresses",
+		func(c *Config, v string) error {
+			if v != "" {
+				if _, err := netip.ParseAddr(v); err != nil {
+					return fmt.Errorf("not an IP address")
+				}
+			}
+			c.MgmtAddr = v
+			return nil
+		}, func(c *Config) string { return c.MgmtAddr }},
+	{"log.remote", "", "syslog collector: udp://host:port or tcp://host:port; empty = console only",
+		func(c *Config, v string) error {
+			if v != "" {
+				if _, err := logship.ParseRemote(v); err != nil {
+					return err
+				}
+			}
+			c.LogRemote = v
+			return nil
+		}, func(c *Config) string { return c.LogRemote }},
 }
 
 const sysctlPrefix = "sysctl."
@@ -591,6 +622,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BackoffMin <= 0 {
 		errs = append(errs, fmt.Errorf("config: supervise.backoff_min must be positive"))
+	}
+	if c.MgmtPort != 0 && c.MgmtPort == c.WorkloadPort {
+		errs = append(errs, fmt.Errorf("config: mgmt.port %d is the workload's port", c.MgmtPort))
 	}
 	return errors.Join(errs...)
 }

@@ -17,11 +17,19 @@ import (
 // stderr so a CI log shows it moving.
 func buildImage(t *testing.T, workload string) string {
 	t.Helper()
+	return buildImageConfig(t, workload, nil)
+}
+
+// buildImageConfig is buildImage with an init configuration file (nil:
+// the default).
+func buildImageConfig(t *testing.T, workload string, initConfig []byte) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
 	defer cancel()
 	o := image.Options{
-		Out: t.TempDir(),
-		Log: prefixWriter{os.Stderr, "e2e: "},
+		Out:        t.TempDir(),
+		Log:        prefixWriter{os.Stderr, "e2e: "},
+		InitConfig: initConfig,
 	}
 	if workload != "" {
 		o.Workload = image.Program{Package: workload}

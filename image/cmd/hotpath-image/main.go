@@ -4,6 +4,7 @@
 //	hotpath-image build [flags]   build out/hotpath.img and out/manifest.json
 //	hotpath-image run [flags]     boot a built disk in QEMU with OVMF and virtio-net
 //	hotpath-image stop -qmp SOCK  power a running guest off through QMP (ACPI power button)
+//	hotpath-image report LOG      a saved console log as a checklist, first failure on top
 //
 // Run `hotpath-image <command> -h` for each command's flags.
 package main
@@ -31,6 +32,8 @@ usage:
   hotpath-image run [flags]     boot a disk in QEMU (OVMF UEFI, virtio-net, serial on this
                                 terminal) with 127.0.0.1:8080 forwarded to the guest's port 8080
   hotpath-image stop -qmp SOCK  ask a guest started by 'run' to power off (ACPI power button)
+  hotpath-image report LOG      read a saved console log (QEMU's, or EC2 get-console-output) and
+                                print a checklist of steps, facts and events, first failure on top
 
 examples:
   hotpath-image build -out out
@@ -59,6 +62,11 @@ func main() {
 		err = run(args, os.Stdout, os.Stderr)
 	case "stop":
 		err = stopCmd(args, os.Stderr)
+	case "report":
+		err = reportCmd(args, os.Stdin, os.Stdout, os.Stderr)
+		if errors.Is(err, errFailed) {
+			os.Exit(1)
+		}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return

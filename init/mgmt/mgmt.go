@@ -1,0 +1,212 @@
+// Package mgmt is the init's management endpoint: a small HTTP server on
+// its own port, separate from the workload's, with
+//
+//	/metrics  Prometheus metrics (init/metrics), read at scrape time
+//	/healthz  200 when the workload runs and accepts connections, else 503
+//	          (a load balancer's target health check)
+//	/report   the boot report as JSON (503 until the workload first accepted)
+//
+// It carries no secrets and changes nothing, so it binds on all addresses
+// by default. It runs inside PID 1, so it must never stop or stall the
+// init: every connection has read, write and idle deadlines, at most
+// Limits.MaxConns connections are served at once (further ones wait in the
+// kernel's accept queue), at most two scrapes run at once (a third gets
+// 503: two for a pair of Prometheus servers, no more), and a panic in a
+// handler ends that request only (net/http recovers it).
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
+)
+
+// DefaultPort is the default management port. 9100 is node_exporter's
+// port in Prometheus' port allocations, and this endpoint plays
+// node_exporter's role for the appliance (host, NIC and kernel network
+// metrics); no node_exporter can run on the appliance to clash with it.
+// Fleet scrape configurations and security groups that already open 9100
+// to the monitoring system reach it unchanged, and it is far from the
+// ports workloads take (80, 443, 3000, 5000, 8000, 8080, 8443, 9000).
+// The metric names are hotpath_*, so nothing mistakes it for node_*.
+const DefaultPort = 9100
+
+// Limits bound what clients can make the server hold.
+type Limits struct {
+	MaxConns int // connections served at once
+	// ReadHeaderTimeout bounds reading a request (they have no body);
+	// a connection that sends nothing loses its slot after it.
+	ReadHeaderTimeout time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration // between keep-alive requests
+	MaxHeaderBytes    int
+}
+
+// DefaultLimits are the limits of the init's endpoint.
+var DefaultLimits = Limits{
+	MaxConns:          8,
+	ReadHeaderTimeout: 5 * time.Second,
+	WriteTimeout:      30 * time.Second,
+	IdleTimeout:       60 * time.Second,
+	MaxHeaderBytes:    8 << 10,
+}
+
+// Scrape limits: scrapes at once, and how long one may take before the
+// client gets 503.
+const (
+	MaxScrapes    = 2
+	ScrapeTimeout = 20 * time.Second
+)
+
+// Options configures Handler.
+type Options struct {
+	Gatherer prometheus.Gatherer
+	Workload metrics.Workload
+	// Report returns the boot report, or false before it exists.
+	Report func() (any, bool)
+	// Logf receives the server's own errors; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Handler returns the endpoint's handler.
+func Handler(o Options) http.Handler {
+	mux := http.NewServeMux()
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if o.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
+			ErrorLog:            printfLogger(logf),
+			ErrorHandling:       promhttp.ContinueOnError,
+			MaxRequestsInFlight: MaxScrapes,
+			Timeout:             ScrapeTimeout,
+		}))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if o.Workload == nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "no workload\n")
+			return
+		}
+		s := o.Workload.Snapshot()
+		status, text := http.StatusOK, fmt.Sprintf("ok: workload pid %d ready, up %v\n", s.PID, s.Uptime.Round(time.Second))
+		switch {
+		case s.Stopping:
+			status, text = http.StatusServiceUnavailable, "shutting down\n"
+		case !s.Running:
+			status, text = http.StatusServiceUnavailable, fmt.Sprintf("workload not running (restarts %d)\n", s.Restarts)
+		case !s.Ready:
+			status, text = http.StatusServiceUnavailable, fmt.Sprintf("workload pid %d not accepting yet\n", s.PID)
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, text)
+	})
+	mux.HandleFunc("GET /report", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		var rep any
+		ok := false
+		if o.Report != nil {
+			rep, ok = o.Report()
+		}
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":"no boot report yet: the workload has not accepted a connection"}`+"\n")
+			return
+		}
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, "{\"error\":%q}\n", err.Error())
+			return
+		}
+		w.Write(append(b, '\n'))
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "hotpath management endpoint: /metrics /healthz /report\n")
+	})
+	return mux
+}
+
+type printfLogger func(format string, args ...any)
+
+func (p printfLogger) Println(v ...any) { p("mgmt: %s", fmt.Sprint(v...)) }
+
+// Server returns an http.Server for h with the limits l.
+func Server(h http.Handler, l Limits, logf func(string, ...any)) *http.Server {
+	s := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadHeaderTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
+	if logf != nil {
+		s.ErrorLog = log.New(logWriter(logf), "mgmt: ", 0)
+	}
+	return s
+}
+
+type logWriter func(string, ...any)
+
+func (l logWriter) Write(p []byte) (int, error) { l("%s", p); return len(p), nil }
+
+// Serve serves h on ln within the limits l until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, logf func(string, ...any)) error {
+	srv := Server(h, l, logf)
+	go func() {
+		<-ctx.Done()
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(c)
+	}()
+	err := srv.Serve(netutil.LimitListener(ln, l.MaxConns))
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ListenAndServe listens on addr and serves; if the address cannot be
+// bound yet (a configured address that DHCP has not brought), it retries
+// with back-off (1s doubling to 30s) until ctx ends, logging the first
+// failure.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, logf func(string, ...any)) error {
+	backoff := time.Second
+	logged := false
+	for {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err == nil {
+			if logged && logf != nil {
+				logf("mgmt: listening on %s", addr)
+			}
+			return Serve(ctx, ln, h, DefaultLimits, logf)
+		}
+		if !logged && logf != nil {
+			logf("mgmt: listen %s: %v; retrying", addr, err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}

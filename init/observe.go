@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/config"
+	"github.com/hotpath-dev/hotpath/init/console"
+	"github.com/hotpath-dev/hotpath/init/logship"
+	"github.com/hotpath-dev/hotpath/init/metrics"
+	"github.com/hotpath-dev/hotpath/init/mgmt"
+	"github.com/hotpath-dev/hotpath/init/nic"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/safchain/ethtool"
+	"golang.org/x/sys/unix"
+)
+
+// observer is the appliance's voice beyond the console: the management
+// endpoint (metrics, health, report) and log shipping. Its methods are
+// safe on a nil observer, so the boot sequence calls them without caring
+// whether observation started.
+type observer struct {
+	con  *console.Console
+	cfg  config.Config
+	ship *logship.Shipper // nil without log.remote
+
+	workload metrics.Tracker
+	hostname atomic.Pointer[string]
+
+	mu    sync.Mutex
+	steps []report.Step
+	rep   *report.Report
+}
+
+// startObserver keeps the steps run so far and, when log.remote is set,
+// starts collecting log lines for shipping: from here on every console line
+// of the init is also queued (the lines printed before, mounts and config,
+// are not). They are sent once the network is up (bootSteps).
+func startObserver(con *console.Console, cfg config.Config, steps []report.Step) *observer {
+	o := &observer{con: con, cfg: cfg, steps: append([]report.Step(nil), steps...)}
+	if cfg.LogRemote == "" {
+		return o
+	}
+	remote, err := logship.ParseRemote(cfg.LogRemote)
+	if err != nil {
+		con.Logf("log.remote: %v; shipping off", err)
+		return o
+	}
+	o.ship = logship.New(logship.Config{Remote: remote, Hostname: o.host, Logf: con.Logf})
+	con.Out = &logship.LineWriter{Out: con.Out, Line: func(line string) {
+		if m, ok := logship.InitMessage(line); ok {
+			m.ProcID = "1"
+			o.ship.Send(m)
+		}
+	}}
+	con.Logf("shipping logs to %s (RFC 5424 over %s) once the network is up", remote.Addr, remote.Network)
+	return o
+}
+
+// host is the syslog HOSTNAME: the node name if one was set, else the
+// primary address once the network is configured, else NILVALUE.
+func (o *observer) host() string {
+	if h := o.hostname.Load(); h != nil {
+		return *h
+	}
+	return "-"
+}
+
+func (o *observer) step(r report.Step) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.steps = append(o.steps, r)
+	o.mu.Unlock()
+}
+
+func (o *observer) event(e report.Event) {
+	if o == nil {
+		return
+	}
+	o.workload.Observe(e)
+}
+
+func (o *observer) report(rep report.Report) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.rep = &rep
+	o.mu.Unlock()
+}
+
+// workloadOutput returns the workload's stdout and stderr: console (the
+// console's counted passthrough) itself when nothing is shipped, else pipes
+// that are copied to console and shipped line by line.
+func (o *observer) workloadOutput(console *os.File) (stdout, stderr *os.File) {
+	if o == nil || o.ship == nil {
+		return console, console
+	}
+	app := path.Base(o.cfg.WorkloadPath)
+	pipe := func(console *os.File, id string) *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			o.con.Logf("workload %s pipe: %v; not shipped", id, err)
+			return console
+		}
+		go func() {
+			// Whatever happens to shipping, the pipe is drained: a full
+			// pipe would block the workload.
+			defer func() {
+				if p := recover(); p != nil {
+					o.con.Logf("PANIC in workload %s shipping: %v; copying to the console only", id, p)
+				}
+				io.Copy(console, r)
+			}()
+			logship.Copy(console, r, func(line string) {
+				m := logship.Message{Facility: logship.FacilityUser, Severity: logship.SeverityInfo,
+					App: app, MsgID: id, Text: line}
+				if pid := o.workload.Snapshot().PID; pid != 0 {
+					m.ProcID = strconv.Itoa(pid)
+				}
+				o.ship.Send(m)
+			})
+		}()
+		return w // kept open for every restart of the workload
+	}
+	return pipe(console, "stdout"), pipe(console, "stderr")
+}
+
+// bootSteps are the boot steps of observation, run once the NIC is tuned and
+// the network configured: "log-shipping" names this host for syslog by
+// its primary address and starts sending the queued log lines;
+// "mgmt-endpoint" starts the management endpoint (unless mgmt.port is 0).
+func (o *observer) bootSteps(ctx context.Context, link *nic.Link) []boot.Step {
+	if o == nil {
+		return nil
+	}
+	return []boot.Step{
+		{Name: "log-shipping", Apply: func(_ context.Context, d boot.Detail) error {
+			if link != nil {
+				if h := hostName(link.Name); h != "" {
+					o.hostname.Store(&h)
+				}
+			}
+			if o.ship == nil {
+				return boot.Skip("log.remote not set: the console only")
+			}
+			go func() {
+				defer recoverLog(o.con, "log shipper")
+				o.ship.Run(ctx)
+			}()
+			d["remote"], d["hostname"] = o.cfg.LogRemote, o.host()
+			return nil
+		}},
+		{Name: "mgmt-endpoint", Apply: func(_ context.Context, d boot.Detail) error {
+			return o.serve(ctx, link, d)
+		}},
+	}
+}
+
+// serve starts the management endpoint. If its address cannot be bound
+// now, the step fails and the endpoint keeps trying in the background.
+func (o *observer) serve(ctx context.Context, link *nic.Link, d boot.Detail) error {
+	if o.cfg.MgmtPort == 0 {
+		return boot.Skip("mgmt.port=0")
+	}
+	if o.cfg.MgmtPort == o.cfg.WorkloadPort {
+		return fmt.Errorf("mgmt.port %d is the workload's port", o.cfg.MgmtPort)
+	}
+	h := mgmt.Handler(mgmt.Options{
+		Gatherer: metrics.NewRegistry(o.metricsOptions(link)),
+		Workload: &o.workload,
+		Report: func() (any, bool) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return o.rep, o.rep != nil
+		},
+		Logf: o.con.Logf,
+	})
+	addr := net.JoinHostPort(o.cfg.MgmtAddr, strconv.Itoa(o.cfg.MgmtPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		go func() {
+			defer recoverLog(o.con, "management endpoint")
+			mgmt.ListenAndServe(ctx, addr, h, o.con.Logf)
+		}()
+		return fmt.Errorf("listen %s: %w (retrying in the background)", addr, err)
+	}
+	go func() {
+		defer recoverLog(o.con, "management endpoint")
+		if err := mgmt.Serve(ctx, ln, h, mgmt.DefaultLimits, o.con.Logf); err != nil {
+			o.con.Logf("management endpoint: %v", err)
+		}
+	}()
+	d["addr"] = ln.Addr().String()
+	d["paths"] = "/metrics /healthz /report"
+	return nil
+}
+
+func (o *observer) metricsOptions(link *nic.Link) metrics.Options {
+	mo := metrics.Options{
+		ProcRoot: procRoot, SysRoot: sysRoot,
+		Workload: &o.workload,
+		Boot: func() []report.Step {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return append([]report.Step(nil), o.steps...)
+		},
+		Timex: metrics.Adjtimex,
+		Logf:  o.con.Logf,
+	}
+	if o.ship != nil {
+		mo.Log = func() metrics.LogStats {
+			s := o.ship.Stats()
+			return metrics.LogStats{Sent: s.Sent, Dropped: s.Dropped, Truncated: s.Truncated, QueuedBytes: s.QueuedBytes, Connected: s.Connected}
+		}
+	}
+	if link == nil {
+		return mo
+	}
+	mo.Device, mo.Driver = link.Name, link.Driver
+	if e, err := ethtool.NewEthtool(); err == nil {
+		mo.Stats = e
+	} else {
+		o.con.Logf("metrics: ethtool: %v", err)
+	}
+	// The queue interrupts are named once the channels are set.
+	if irqs, err := nic.QueueIRQs(procRoot, *link); err == nil && len(irqs) > 0 {
+		queues := map[string]int{}
+		for _, q := range irqs {
+			queues[q.Name] = q.Queue
+		}
+		mo.QueueIRQ = func(name string) (int, bool) { q, ok := queues[name]; return q, ok }
+	}
+	return mo
+}
+
+// hostName is the node name if one was set (uname), else the first IPv4
+// address of the interface.
+func hostName(iface string) string {
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		if n := unix.ByteSliceToString(u.Nodename[:]); n != "" && n != "(none)" && n != "localhost" {
+			return n
+		}
+	}
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return ""
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if p, ok := a.(*net.IPNet); ok && p.IP.To4() != nil {
+			return p.IP.String()
+		}
+	}
+	return ""
+}
