@@ -18,6 +18,13 @@
 //	workload.port            [8080] TCP port; HOTPATH_PORT, and what readiness probes
 //	workload.cpus            [all] CPU list ("0-3", "0,2") or "all" (every online CPU); HOTPATH_CPUS
 //	ready.timeout            [30s] how long to wait for the workload to accept on 127.0.0.1:port
+//	workload.user            [65534] numeric uid of the workload; 0 = root with every capability (instance.go)
+//	workload.group           [65534] numeric gid of the workload
+//	workload.caps            [auto] ambient capabilities of an unprivileged workload: auto (net_bind_service
+//	                            for a port below 1024), none, or a list such as net_bind_service,net_admin
+//	imds                     [auto] read user-data and identity from the EC2 metadata service (IMDSv2):
+//	                            auto (only when DMI says EC2), on, off
+//	time.ntp                 [169.254.169.123] NTP server (ip or ip:port; Amazon Time Sync), or off
 //	net.mode                 [dhcp] dhcp, static or off
 //	net.interface            [] primary interface; empty = first non-loopback Ethernet device
 //	net.address              [] static mode: address in CIDR form, e.g. 10.0.0.2/24
@@ -78,6 +85,7 @@ type Config struct {
 	WorkloadPort int
 	WorkloadCPUs string // "all" or a CPU list
 	ReadyTimeout time.Duration
+	Instance     // imds, time.ntp, workload.user/group/caps (instance.go)
 
 	NetMode        string // dhcp, static, off
 	NetInterface   string

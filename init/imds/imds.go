@@ -69,7 +69,7 @@ type Client struct {
 	Now func() time.Time
 
 	mu      sync.Mutex
-	session  string // the current session token
+	session string // the current session token
 	expires time.Time
 	// Tokens counts the tokens fetched, for the report and tests.
 	tokens int
