@@ -56,6 +56,9 @@ type Config struct {
 	ReadyTimeout    time.Duration
 	ProbeInterval   time.Duration // default 10ms
 
+	// Privileges of the workload (cred.go); nil: root.
+	Privileges *Privileges
+
 	// Stdout and Stderr of the workload (the console); nil: /dev/null.
 	Stdout, Stderr *os.File
 
@@ -196,7 +199,7 @@ func (s *Supervisor) start() (int, chan unix.WaitStatus, error) {
 		Dir:   "/",
 		Env:   s.cfg.Env,
 		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   s.cfg.Privileges.SysProcAttr(),
 	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.Path, err)
