@@ -226,6 +226,11 @@ func run(con *console.Console, requests chan request) {
 		}))
 	}
 
+	// Per-instance configuration (user-data), identity, time and the
+	// workload's privileges (instance.go).
+	inst := instanceSteps(ctx, con, runStep, &cfg, settings)
+	settings = inst.settings
+
 	// The power button.
 	runStep(boot.Step{Name: "power-button", Apply: func(_ context.Context, d boot.Detail) error {
 		devs, err := power.Find(sysRoot, devRoot)
@@ -265,7 +270,7 @@ func run(con *console.Console, requests chan request) {
 		Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, Env: env, Port: cfg.WorkloadPort,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
 		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
-		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout,
+		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Privileges: inst.supervisePrivileges(),
 		Stdout: os.Stdout, Stderr: os.Stderr,
 		Millis: bootMillis,
 		Event: func(e report.Event) {
@@ -288,6 +293,7 @@ func run(con *console.Console, requests chan request) {
 				fo.Ethtool = et
 			}
 			rep.Facts = facts.Read(fo, con.Logf)
+			inst.fill(&rep)
 			con.Line(report.ReportPrefix, rep)
 			con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
 		},

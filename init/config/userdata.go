@@ -42,6 +42,8 @@ import (
 //     XPS, qdisc) ran before the network; re-running them on a live link
 //     resets queues (ENA resets the device on a channel change) under
 //     the address just configured.
+//   - workload.cpus: NIC queue i was bound to the i-th CPU of the list
+//     (IRQ affinity, XPS) before the network.
 //   - imds: it was read to get here.
 //
 // sysctl.* keys are re-applied: the init runs the sysctl steps again with
@@ -60,6 +62,8 @@ func refusedKey(key string) string {
 		return "acts before the network that brought the user-data up; set it in init.conf or on the kernel command line"
 	case strings.HasPrefix(key, "nic."):
 		return "the NIC steps ran before the network; re-tuning the live link would reset its queues; set it in init.conf or on the kernel command line"
+	case key == "workload.cpus":
+		return "the NIC's queue interrupts and XPS were mapped to the CPU list before the network; set it in init.conf or on the kernel command line"
 	case key == "imds":
 		return "user-data was already read through the metadata service"
 	}
