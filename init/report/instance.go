@@ -61,6 +61,8 @@ type TimeSync struct {
 	// Stepped is true when the last correction set the clock (a large
 	// offset) rather than slewing it.
 	Stepped bool `json:"stepped,omitempty"`
+	// Steps counts the steps since boot.
+	Steps int `json:"steps,omitempty"`
 	// LastSync is the wall-clock time (RFC 3339, after correction) of the
 	// last good answer; empty when there was none.
 	LastSync string `json:"last_sync,omitempty"`

@@ -61,7 +61,8 @@ type Status struct {
 	Offset   time.Duration
 	RTT      time.Duration
 	Stratum  int
-	Stepped  bool
+	Stepped  bool      // the last correction was a step
+	Steps    int       // steps so far (the first sync after a wrong RTC is one)
 	LastSync time.Time // zero before the first good answer
 	Syncs    int
 	Failures int
@@ -71,7 +72,7 @@ type Status struct {
 // Report renders s for the boot report and events.
 func (s Status) Report() report.TimeSync {
 	r := report.TimeSync{Server: s.Server, OffsetMS: ms(s.Offset), RTTMS: ms(s.RTT), Stratum: s.Stratum,
-		Stepped: s.Stepped, Syncs: s.Syncs, Failures: s.Failures}
+		Stepped: s.Stepped, Steps: s.Steps, Syncs: s.Syncs, Failures: s.Failures}
 	if !s.LastSync.IsZero() {
 		r.LastSync = s.LastSync.UTC().Format(time.RFC3339Nano)
 	}
@@ -187,14 +188,21 @@ func (s *Syncer) sync(ctx context.Context) error {
 	s.st.Offset, s.st.RTT, s.st.Stratum, s.st.Stepped = off, r.RTT, int(r.Stratum), stepped
 	s.st.LastSync, s.st.Err = time.Now(), nil
 	s.st.Syncs++
+	if stepped {
+		s.st.Steps++
+	}
 	s.mu.Unlock()
 	return nil
 }
 
 // Run syncs until ctx ends: every Interval while the server answers,
-// sooner (Retry, doubling) after a failure.
+// sooner (Retry, doubling) after a failure. The first query is at once,
+// unless a Sync already succeeded.
 func (s *Syncer) Run(ctx context.Context) {
 	wait := time.Duration(0)
+	if s.Status().Syncs > 0 {
+		wait = s.opt.Interval
+	}
 	for {
 		select {
 		case <-ctx.Done():

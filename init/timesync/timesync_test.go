@@ -78,7 +78,7 @@ func TestStepAndSlew(t *testing.T) {
 			if len(got) != 1 || len(clk.steps)+len(clk.slew) != 1 || !near(got[0], tc.offset, 50*time.Millisecond) {
 				t.Errorf("steps %v slews %v, want one %s of ~%v", clk.steps, clk.slew, map[bool]string{true: "step", false: "slew"}[tc.step], tc.offset)
 			}
-			if st.Stepped != tc.step || st.Syncs != 1 || st.Stratum != 1 || st.LastSync.IsZero() || st.Err != nil {
+			if st.Stepped != tc.step || (st.Steps == 1) != tc.step || st.Syncs != 1 || st.Stratum != 1 || st.LastSync.IsZero() || st.Err != nil {
 				t.Errorf("status %+v", st)
 			}
 			if len(events) != 1 || !strings.HasPrefix(events[0], "first sync") {
