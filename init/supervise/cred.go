@@ -38,18 +38,24 @@ func (p *Privileges) SysProcAttr() *syscall.SysProcAttr {
 	return a
 }
 
-// LockNoNewPrivs sets no_new_privs on the calling process, to be inherited
-// by every child: an execve can then never grant more privileges than the
-// process had (setuid bits and file capabilities are ignored). Neither
-// os/exec nor syscall.SysProcAttr can set it between fork and execve, so
-// the init sets it on itself before it starts an unprivileged workload;
-// that is equivalent here because the workload is the only program the
-// init ever executes, and the flag does not limit the init itself (it has
-// every capability already and gains none by execve). It cannot be
-// cleared, so a root workload (workload.user=0) does not get it.
+// LockNoNewPrivs sets no_new_privs on every thread of the calling process,
+// to be inherited by every child: an execve can then never grant more
+// privileges than the process had (setuid bits and file capabilities are
+// ignored). Neither os/exec nor syscall.SysProcAttr can set it between
+// fork and execve, so the init sets it on itself before it starts an
+// unprivileged workload; that is equivalent here because the workload is
+// the only program the init ever executes, and the flag does not limit
+// the init itself (it has every capability already and gains none by
+// execve). It cannot be cleared, so a root workload (workload.user=0)
+// does not get it.
+//
+// The flag belongs to a thread, not to the process, and a Go program forks
+// from whichever thread runs the goroutine: hence the syscall on all
+// threads (threads created later inherit it). That needs a program built
+// without cgo, as the init is; with cgo it fails with ENOTSUP.
 func LockNoNewPrivs() error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); errno != 0 {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS) on every thread: %w", errno)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package supervise
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,24 @@ func TestPrivileges(t *testing.T) {
 				t.Errorf("CapEff %q CapPrm %q, want %q", st["CapEff"], st["CapPrm"], tc.eff)
 			}
 		})
+	}
+}
+
+// TestLockNoNewPrivs builds a helper without cgo (as the init is built)
+// that locks no_new_privs and starts children from many threads: every
+// child must have it, whichever thread forked it.
+func TestLockNoNewPrivs(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "nnp")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/nnp")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build helper: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "32/32" {
+		t.Errorf("children with NoNewPrivs: %s, want 32/32", got)
 	}
 }
