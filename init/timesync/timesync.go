@@ -209,13 +209,18 @@ func (s *Syncer) Run(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
+		lost := s.Status().Err == nil
 		if _, err := s.Sync(ctx); err != nil {
-			if wait < s.opt.Retry || s.Status().Failures == 1 {
+			if lost || wait < s.opt.Retry {
 				wait = s.opt.Retry
 			} else {
 				wait = min(2*wait, s.opt.Interval)
 			}
-			s.logf("%v (next try in %v)", err, wait)
+			// Once per loss: a platform without the server (Amazon Time
+			// Sync outside EC2) must not fill the console.
+			if lost {
+				s.logf("%v (retrying, every %v at most)", err, s.opt.Interval)
+			}
 			continue
 		}
 		wait = s.opt.Interval
