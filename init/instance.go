@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -201,10 +200,9 @@ func changedSysctls(prev, next []sysctl.Setting) []sysctl.Setting {
 	return out
 }
 
+// readOr returns the file's content, or nil when it cannot be read (the
+// sources then say "default" for what it would have set).
 func readOr(path string) []byte {
-	b, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	b, _ := os.ReadFile(path)
 	return b
 }
