@@ -3,6 +3,7 @@ module github.com/hotpath-dev/hotpath
 go 1.26.0
 
 require (
+	github.com/beevik/ntp v1.5.0
 	github.com/diskfs/go-diskfs v1.9.4
 	github.com/google/nftables v0.2.0
 	github.com/insomniacslk/dhcp v0.0.0-20231206064809-8c70d406f6d2

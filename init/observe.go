@@ -46,23 +46,53 @@ type observer struct {
 // are not). They are sent once the network is up (bootSteps).
 func startObserver(con *console.Console, cfg config.Config, steps []report.Step) *observer {
 	o := &observer{con: con, cfg: cfg, steps: append([]report.Step(nil), steps...)}
-	if cfg.LogRemote == "" {
-		return o
-	}
-	remote, err := logship.ParseRemote(cfg.LogRemote)
-	if err != nil {
-		con.Logf("log.remote: %v; shipping off", err)
-		return o
-	}
-	o.ship = logship.New(logship.Config{Remote: remote, Hostname: o.host, Logf: con.Logf})
-	con.Out = &logship.LineWriter{Out: con.Out, Line: func(line string) {
-		if m, ok := logship.InitMessage(line); ok {
-			m.ProcID = "1"
-			o.ship.Send(m)
-		}
-	}}
-	con.Logf("shipping logs to %s (RFC 5424 over %s) once the network is up", remote.Addr, remote.Network)
+	o.startShipping(cfg.LogRemote)
 	return o
+}
+
+// startShipping creates the shipper for log.remote (nothing when it is
+// empty) and tees the init's console lines into it.
+func (o *observer) startShipping(logRemote string) {
+	if logRemote == "" {
+		return
+	}
+	remote, err := logship.ParseRemote(logRemote)
+	if err != nil {
+		o.con.Logf("log.remote: %v; shipping off", err)
+		return
+	}
+	ship := logship.New(logship.Config{Remote: remote, Hostname: o.host, Logf: o.con.Logf})
+	o.con.Tee(func(out io.Writer) io.Writer {
+		return &logship.LineWriter{Out: out, Line: func(line string) {
+			if m, ok := logship.InitMessage(line); ok {
+				m.ProcID = "1"
+				ship.Send(m)
+			}
+		}}
+	})
+	o.ship = ship
+	o.con.Logf("shipping logs to %s (RFC 5424 over %s) once the network is up", remote.Addr, remote.Network)
+}
+
+// configure takes the configuration as it is after user-data (the
+// management port and log.remote may come from there). Shipping that
+// began at boot with the baked log.remote keeps its collector: a
+// different one from user-data is refused here, on the console, not
+// silently.
+func (o *observer) configure(cfg config.Config) {
+	if o == nil {
+		return
+	}
+	baked := o.cfg.LogRemote
+	o.cfg = cfg
+	switch {
+	case cfg.LogRemote == baked:
+	case o.ship == nil:
+		o.startShipping(cfg.LogRemote)
+	default:
+		o.con.Logf("log.remote=%s (user-data) refused: shipping to %s began at boot; change the baked init.conf", cfg.LogRemote, baked)
+		o.cfg.LogRemote = baked
+	}
 }
 
 // host is the syslog HOSTNAME: the node name if one was set, else the

@@ -33,6 +33,7 @@ var sequence = []func(*machine) []boot.Step{
 	workloadCPUSteps, // workload.cpus within the online CPUs
 	nicSteps,         // discover; channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
 	networkSteps,     // DHCP, static address, or none
+	instanceEntry,    // IMDS, user-data, identity, time sync, workload privileges (instance.go)
 	observeSteps,     // log shipping, management endpoint (observe.go)
 	powerButtonSteps, // ACPI power button: orderly power off
 }
@@ -56,6 +57,7 @@ type machine struct {
 	dhcp     *netconf.DHCPOptions
 	results  []report.Step
 	obs      *observer // nil-safe: metrics, health, log shipping
+	inst     *instance // what the per-instance steps found; nil-safe
 }
 
 // run runs one step, logs it, and keeps its result for the report.
@@ -272,5 +274,16 @@ func powerButtonSteps(m *machine) []boot.Step {
 // observeSteps start log shipping and the management endpoint once the
 // network is configured (observe.go).
 func observeSteps(m *machine) []boot.Step {
+	m.obs.configure(m.cfg)
 	return m.obs.bootSteps(m.ctx, m.link)
+}
+
+// instanceEntry runs the per-instance steps itself (which of them run
+// depends on what the ones before found: no user-data step without the
+// metadata service) and takes the configuration and sysctls as user-data
+// left them.
+func instanceEntry(m *machine) []boot.Step {
+	m.inst = instanceSteps(m.ctx, m.con, m.run, &m.cfg, m.settings)
+	m.settings = m.inst.settings
+	return nil
 }

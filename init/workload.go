@@ -55,6 +55,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
 		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
 		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Liveness: live,
+		Privileges: m.inst.supervisePrivileges(),
 		Stdout: stdout, Stderr: stderr,
 		Millis: bootMillis,
 		Event: func(e report.Event) {
@@ -82,6 +83,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 				Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
 			rep.Facts = facts.Read(fo, con.Logf)
 			rep.CRNG = rng.report()
+			m.inst.fill(&rep)
 			m.obs.report(rep)
 			con.Report(rep)
 			if err != nil {

@@ -24,6 +24,13 @@
 //	liveness.interval        [10s] time between liveness probes
 //	liveness.timeout         [2s] timeout of one liveness probe
 //	liveness.failures        [3] consecutive failed probes that make the init kill and restart the workload
+//	workload.user            [65534] numeric uid of the workload; 0 = root with every capability (instance.go)
+//	workload.group           [65534] numeric gid of the workload
+//	workload.caps            [auto] ambient capabilities of an unprivileged workload: auto (net_bind_service
+//	                            for a port below 1024), none, or a list such as net_bind_service,net_admin
+//	imds                     [auto] read user-data and identity from the EC2 metadata service (IMDSv2):
+//	                            auto (only when DMI says EC2), on, off
+//	time.ntp                 [169.254.169.123] NTP server (ip or ip:port; Amazon Time Sync), or off
 //	net.mode                 [dhcp] dhcp, static or off
 //	net.interface            [] primary interface; empty = first non-loopback Ethernet device
 //	net.address              [] static mode: address in CIDR form, e.g. 10.0.0.2/24
@@ -92,6 +99,7 @@ type Config struct {
 	WorkloadPort int
 	WorkloadCPUs string // "all" or a CPU list
 	ReadyTimeout time.Duration
+	Instance     // imds, time.ntp, workload.user/group/caps (instance.go)
 
 	LivenessProbe    string // off, tcp, or an HTTP path
 	LivenessInterval time.Duration

@@ -61,6 +61,15 @@ func (c *Console) Logf(format string, args ...any) {
 	c.keepReport()
 }
 
+// Tee makes every later write to the console also go to w (wrap returns
+// the writer that replaces Out), under the console's lock so that no line
+// is written half to the old and half to the new writer.
+func (c *Console) Tee(wrap func(out io.Writer) io.Writer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.Out = wrap(c.Out)
+}
+
 // Write implements io.Writer for libraries that log through log.Logger.
 func (c *Console) Write(p []byte) (int, error) {
 	c.Logf("%s", p)

@@ -65,6 +65,14 @@ type Report struct {
 	Config map[string]string `json:"config"`
 	// Unknown lists configuration keys that were given but not understood.
 	Unknown []string `json:"unknown,omitempty"`
+	// Sources maps each Config key to where its value came from
+	// (FromDefault, FromFile, FromCmdline, FromUserData); UserData,
+	// Instance, Time and Privileges are described in instance.go.
+	Sources    map[string]string `json:"config_sources,omitempty"`
+	UserData   *UserData         `json:"user_data,omitempty"`
+	Instance   *Instance         `json:"instance,omitempty"`
+	Time       *TimeSync         `json:"time,omitempty"`
+	Privileges *Privileges       `json:"privileges,omitempty"`
 	// Facts are observations of the running system, read after all steps, so
 	// that a test outside the guest can check the policy held.
 	Facts Facts `json:"facts"`
@@ -189,6 +197,9 @@ type Event struct {
 	// Steps are the results of boot steps run again after boot (NIC steps
 	// after a link change or a late DHCP lease).
 	Steps []Step `json:"steps,omitempty"`
+
+	// Time is the NTP state of an EventTimeSync event.
+	Time *TimeSync `json:"time,omitempty"`
 }
 
 // Format renders v (a Report or an Event) as one console line, newline included.

@@ -64,6 +64,9 @@ type Config struct {
 	// kills it (the supervisor then restarts it) when it stops answering.
 	Liveness *Liveness
 
+	// Privileges of the workload (cred.go); nil: root.
+	Privileges *Privileges
+
 	// Stdout and Stderr of the workload (the console); nil: /dev/null.
 	Stdout, Stderr *os.File
 
@@ -273,7 +276,7 @@ func (s *Supervisor) start() (int, chan unix.WaitStatus, error) {
 		Dir:   "/",
 		Env:   s.cfg.Env,
 		Files: files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   s.cfg.Privileges.SysProcAttr(),
 	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("start %s: %w", s.cfg.Path, err)

@@ -121,6 +121,17 @@ type Config struct {
 	Dir string
 	// Log, if set, receives QEMU's own stderr.
 	Log io.Writer
+
+	// RTCBase starts the guest's RTC at this time (QEMU -rtc base=, e.g.
+	// "2020-01-01T00:00:00"): a guest with a wrong clock.
+	RTCBase string
+	// SMBIOS are QEMU -smbios values, e.g. "type=1,manufacturer=Amazon EC2"
+	// for a guest whose DMI says it is an EC2 instance.
+	SMBIOS []string
+	// Prepare runs in StartGuest once the namespace, tap and DHCP server
+	// exist and before QEMU starts: services the guest will reach (a fake
+	// metadata service, an NTP server) start here.
+	Prepare func(*Netns) error
 }
 
 // VM is a running QEMU.
@@ -186,6 +197,12 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		if cfg.Append != "" {
 			args = append(args, "-append", cfg.Append)
 		}
+	}
+	if cfg.RTCBase != "" {
+		args = append(args, "-rtc", "base="+cfg.RTCBase)
+	}
+	for _, v := range cfg.SMBIOS {
+		args = append(args, "-smbios", v)
 	}
 	if cfg.Netns != nil {
 		q := cfg.CPUs
@@ -395,6 +412,12 @@ func StartGuest(ctx context.Context, cfg Config) (*Guest, error) {
 	if err != nil {
 		g.Close()
 		return nil, err
+	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(ns); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("vm: prepare the namespace: %w", err)
+		}
 	}
 	cfg.Netns, cfg.Tap = ns, TapName
 	g.VM, err = Start(ctx, cfg)

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Instance holds the keys of one instance among many booted from the same
+// image: whether to read the EC2 metadata service, which time server to
+// follow, and with which credentials the workload runs. It is embedded in
+// Config.
+type Instance struct {
+	IMDS string // imds: auto, on, off
+	NTP  string // time.ntp: an address (host[:port]) or "off"
+
+	WorkloadUID  int
+	WorkloadGID  int
+	WorkloadCaps string // workload.caps: "auto", "none" or a list of names
+}
+
+// DefaultNTP is Amazon Time Sync, reachable from every EC2 instance at a
+// link-local address.
+const DefaultNTP = "169.254.169.123"
+
+// CapNames maps the capability names workload.caps accepts (without the
+// CAP_ prefix, lower case) to their numbers (linux/capability.h). Only
+// capabilities a network workload may have a use for are listed: a typo
+// must not silently grant nothing, and CAP_SYS_ADMIN & co. are what
+// workload.user=0 is for.
+var CapNames = map[string]int{
+	"net_bind_service": 10, // bind a port below 1024
+	"net_broadcast":    11,
+	"net_admin":        12, // SO_BUSY_POLL above net.core.busy_read, SO_PREFER_BUSY_POLL, SO_RCVBUFFORCE
+	"net_raw":          13,
+	"ipc_lock":         14, // mlock beyond RLIMIT_MEMLOCK
+	"sys_nice":         23, // real-time scheduling, nice < 0
+	"sys_resource":     24, // raise limits beyond the hard limit
+}
+
+var instanceKeys = []Key{
+	{"workload.user", "65534", "numeric uid the workload runs as; 0 = root with every capability",
+		intSetter(func(c *Config) *int { return &c.WorkloadUID }, 0, 1<<31-1),
+		func(c *Config) string { return strconv.Itoa(c.WorkloadUID) }},
+	{"workload.group", "65534", "numeric gid the workload runs as",
+		intSetter(func(c *Config) *int { return &c.WorkloadGID }, 0, 1<<31-1),
+		func(c *Config) string { return strconv.Itoa(c.WorkloadGID) }},
+	{"workload.caps", "auto", "ambient capabilities of an unprivileged workload: auto, none, or a list",
+		func(c *Config, v string) error {
+			if v == "auto" || v == "none" {
+				c.WorkloadCaps = v
+				return nil
+			}
+			names, err := parseCaps(v)
+			if err != nil {
+				return err
+			}
+			c.WorkloadCaps = strings.Join(names, ",")
+			return nil
+		}, func(c *Config) string { return c.WorkloadCaps }},
+	{"imds", "auto", "read the EC2 metadata service: auto (when DMI says EC2), on, off",
+		oneOf(func(c *Config) *string { return &c.IMDS }, "auto", "on", "off"),
+		func(c *Config) string { return c.IMDS }},
+	{"time.ntp", DefaultNTP, "NTP server address (ip or ip:port), or off",
+		func(c *Config, v string) error {
+			if v == "off" {
+				c.NTP = v
+				return nil
+			}
+			if _, err := netip.ParseAddr(v); err != nil {
+				if _, err := netip.ParseAddrPort(v); err != nil {
+					return fmt.Errorf("not an IP address, ip:port or off")
+				}
+			}
+			c.NTP = v
+			return nil
+		}, func(c *Config) string { return c.NTP }},
+}
+
+func init() { Keys = append(Keys, instanceKeys...) }
+
+// parseCaps reads a comma- or space-separated list of capability names
+// (case-insensitive, CAP_ prefix optional), sorted and without duplicates.
+func parseCaps(v string) ([]string, error) {
+	var names []string
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n := strings.TrimPrefix(strings.ToLower(f), "cap_")
+		if _, ok := CapNames[n]; !ok {
+			return nil, fmt.Errorf("unknown or not allowed capability %q", f)
+		}
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("empty capability list (use none)")
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// WorkloadCapList returns the capability names the workload gets: the
+// list given, none, or for auto what the workload's configuration needs:
+// net_bind_service when it listens below port 1024. The default workload
+// needs nothing else for busy polling: net.core.busy_poll and busy_read
+// are system-wide sysctls the init sets, and sockets inherit busy_read as
+// their SO_BUSY_POLL without asking; only raising SO_BUSY_POLL above it or
+// SO_PREFER_BUSY_POLL needs net_admin (net/core/sock.c, sk_setsockopt).
+// A root workload (workload.user=0) keeps every capability and gets no
+// list.
+func (c *Config) WorkloadCapList() []string {
+	switch {
+	case c.WorkloadUID == 0, c.WorkloadCaps == "none":
+		return nil
+	case c.WorkloadCaps == "auto":
+		if c.WorkloadPort < 1024 {
+			return []string{"net_bind_service"}
+		}
+		return nil
+	}
+	names, _ := parseCaps(c.WorkloadCaps) // validated when set
+	return names
+}

@@ -1,0 +1,125 @@
+package vm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TimeSyncAddr is Amazon Time Sync's link-local address.
+const TimeSyncAddr = "169.254.169.123"
+
+// NTPServer is an NTPv4 server (RFC 5905, server mode) answering from the
+// host's clock, shifted by Offset. It is what Amazon Time Sync is to an
+// instance: a stratum-1 server one hop away. Tests run it on loopback
+// against the init's client, and inside a guest's namespace at
+// TimeSyncAddr so the guest syncs its clock from the host's.
+type NTPServer struct {
+	// Offset is added to the host clock in every answer (a server whose
+	// time differs from the host's).
+	Offset time.Duration
+	// Stratum of the answers; 0 sends a kiss-o'-death ("RATE").
+	Stratum uint8
+
+	conn    *net.UDPConn
+	wg      sync.WaitGroup
+	answers atomic.Int64
+}
+
+// ListenNTP serves NTP on addr (ip:port; port 0 picks one). Close stops it.
+func ListenNTP(addr string) (*NTPServer, error) {
+	ua, err := net.ResolveUDPAddr("udp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := net.ListenUDP("udp4", ua)
+	if err != nil {
+		return nil, fmt.Errorf("ntp server: %w", err)
+	}
+	s := &NTPServer{conn: c, Stratum: 1}
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+// StartNTP serves NTP at TimeSyncAddr:123 inside the namespace (the
+// address goes on its loopback).
+func (n *Netns) StartNTP() (*NTPServer, error) {
+	if err := n.AddLocalAddr(TimeSyncAddr); err != nil {
+		return nil, err
+	}
+	var s *NTPServer
+	err := n.Do(func() error {
+		var err error
+		s, err = ListenNTP(TimeSyncAddr + ":123")
+		return err
+	})
+	return s, err
+}
+
+// Addr is the address the server listens on.
+func (s *NTPServer) Addr() string { return s.conn.LocalAddr().String() }
+
+// Answers is how many requests were answered.
+func (s *NTPServer) Answers() int { return int(s.answers.Load()) }
+
+// Close stops the server.
+func (s *NTPServer) Close() error {
+	err := s.conn.Close()
+	s.wg.Wait()
+	return err
+}
+
+// ntpEpoch is 1900-01-01 in Unix seconds.
+const ntpEpoch = 2208988800
+
+func ntpTime(t time.Time) uint64 {
+	sec := uint64(t.Unix() + ntpEpoch)
+	frac := uint64(t.Nanosecond()) << 32 / 1e9
+	return sec<<32 | frac
+}
+
+func (s *NTPServer) serve() {
+	defer s.wg.Done()
+	buf := make([]byte, 512)
+	for {
+		n, from, err := s.conn.ReadFromUDP(buf)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		recv := time.Now().Add(s.Offset)
+		if n < 48 {
+			continue
+		}
+		req := buf[:48]
+		version, mode := (req[0]>>3)&7, req[0]&7
+		if mode != 3 || version < 1 || version > 4 { // client mode only
+			continue
+		}
+		var resp [48]byte
+		resp[0] = version<<3 | 4 // leap 0, server mode
+		resp[1] = s.Stratum
+		resp[2] = req[2]                           // poll
+		resp[3] = 0xec                             // precision 2^-20
+		binary.BigEndian.PutUint32(resp[4:], 0)    // root delay
+		binary.BigEndian.PutUint32(resp[8:], 0x10) // root dispersion, ~0.24 ms
+		copy(resp[12:16], "HOST")                  // reference id
+		if s.Stratum == 0 {
+			copy(resp[12:16], "RATE")
+		}
+		binary.BigEndian.PutUint64(resp[16:], ntpTime(recv.Add(-time.Second)))   // reference
+		copy(resp[24:32], req[40:48])                                            // origin = client's transmit
+		binary.BigEndian.PutUint64(resp[32:], ntpTime(recv))                     // receive
+		binary.BigEndian.PutUint64(resp[40:], ntpTime(time.Now().Add(s.Offset))) // transmit
+		if _, err := s.conn.WriteToUDP(resp[:], from); err == nil {
+			s.answers.Add(1)
+		}
+	}
+}
