@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hotpath-dev/hotpath/image"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
@@ -18,20 +17,15 @@ import (
 // probePkg is the init tests' workload: /cpu, /signal, /panic, -exit-now.
 const probePkg = "github.com/hotpath-dev/hotpath/tests/workloads/probe"
 
+// probeRoot runs the probe as root: signalling PID 1 and writing to
+// /proc/sysrq-trigger are what these tests need a privileged workload for
+// (the default is an unprivileged one, issue 12).
+const probeRoot = "workload.user=0\nworkload.group=0\n"
+
 // buildImageConf is buildImage with an init configuration file.
 func buildImageConf(t *testing.T, workload, initConf string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
-	defer cancel()
-	o := image.Options{Out: t.TempDir(), Log: prefixWriter{os.Stderr, "e2e: "}, InitConfig: []byte(initConf)}
-	if workload != "" {
-		o.Workload = image.Program{Package: workload}
-	}
-	res, err := image.Build(ctx, o)
-	if err != nil {
-		t.Fatalf("image build: %v", err)
-	}
-	return res.Disk
+	return buildImageConfig(t, workload, []byte(initConf))
 }
 
 // bootConf boots cfg (Disk and CPUs set) and waits for the boot report.
@@ -99,7 +93,7 @@ func stepsOf(r *report.Report) map[string]report.Step {
 // still powers off.
 func TestInitHolds(t *testing.T) {
 	requireE2E(t)
-	disk := buildImageConf(t, probePkg, "")
+	disk := buildImageConf(t, probePkg, probeRoot)
 	b := bootConf(t, vm.Config{Disk: disk, CPUs: 4, Queues: 2})
 	fmt.Fprintf(os.Stderr, "e2e: 4 vCPUs, 2 queues: kernel start to ready %d ms\n", b.rep.ReadyMillis)
 	steps := stepsOf(b.rep)
@@ -327,7 +321,7 @@ func TestInitCRNG(t *testing.T) {
 // of hanging it: the second boot shows on the console.
 func TestInitPanicReboots(t *testing.T) {
 	requireE2E(t)
-	disk := buildImageConf(t, probePkg, "")
+	disk := buildImageConf(t, probePkg, probeRoot)
 	b := bootConf(t, vm.Config{Disk: disk, CPUs: 2, AllowReboot: true})
 	if !strings.Contains(b.rep.Facts.Cmdline, "panic=10") {
 		t.Errorf("cmdline %q without panic=10", b.rep.Facts.Cmdline)
