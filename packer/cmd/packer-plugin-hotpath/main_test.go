@@ -589,3 +589,113 @@ func TestPostProcessorRPCCancel(t *testing.T) {
 		t.Errorf("UI does not report the clean-up")
 	}
 }
+
+// Every check of issue #14's items 2-4 refuses the template through the
+// plugin, as `packer validate` would show it.
+func TestValidationRPC(t *testing.T) {
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": "http://127.0.0.1:1", "out": "x"}, nil, pp.ConfigSpec())
+	key := func(region string) string { return "arn:aws:kms:" + region + ":123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab" }
+	for _, tc := range []struct {
+		name  string
+		extra map[string]interface{}
+		want  string
+	}{
+		{"shared, encrypted with the managed key", map[string]interface{}{"encrypt_boot": true},
+			"encrypt_boot without kms_key_id cannot be shared"},
+		{"shared copy without its region's key", map[string]interface{}{"encrypt_boot": true, "kms_key_id": key("eu-west-1")},
+			"region_kms_key_ids needs a customer managed key for us-east-1"},
+		{"key of the wrong region", map[string]interface{}{"encrypt_boot": true, "kms_key_id": key("eu-west-1"),
+			"region_kms_key_ids": map[string]string{"us-east-1": key("eu-west-1")}}, "is a key of eu-west-1, not of us-east-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := pp.Configure(coreVars("hotpath-image"), cfg, tc.extra)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Configure: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if err := pp.Configure(coreVars("hotpath-image"), cfg, map[string]interface{}{"encrypt_boot": true,
+		"region_kms_key_ids": map[string]string{"eu-west-1": key("eu-west-1"), "us-east-1": key("us-east-1")}}); err != nil {
+		t.Errorf("per-region keys refused: %v", err)
+	}
+
+	bc := start(t, "builder", "image", false)
+	b := bc.Builder()
+	bcfg, _ := decode(t, map[string]string{"out": filepath.Join(t.TempDir(), "out"), "version": "1", "key": "k", "endpoint": "http://x"}, b.ConfigSpec(), nil)
+	for _, tc := range []struct{ cmdline, want string }{
+		{"hotpath.bogus=1", "bogus"},
+		{"quiet hotpath.workload.port=http", "workload.port"},
+	} {
+		if _, _, err := b.Prepare(coreVars("hotpath-image"), bcfg, map[string]interface{}{"hotpath_root": fixtureRoot(t), "kernel_cmdline": tc.cmdline}); err == nil ||
+			!strings.Contains(err.Error(), tc.want) {
+			t.Errorf("kernel_cmdline %q: %v, want %q", tc.cmdline, err, tc.want)
+		}
+	}
+}
+
+// A duplicate ami_name stops the run before the upload (item 3), in the
+// build region or any copy region.
+func TestDuplicateNameRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	disk, _ := sparseDisk(t)
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x"}, nil, pp.ConfigSpec())
+	if err := pp.Configure(coreVars("hotpath-image"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := pp.PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{FilesValue: []string{disk}}); err != nil {
+		t.Fatal(err)
+	}
+	starts := f.CountCalls("StartSnapshot", 0)
+	ui := new(uitest.UI)
+	_, _, _, err := pp.PostProcess(context.Background(), ui, &packersdk.MockArtifact{FilesValue: []string{disk}})
+	if err == nil || !strings.Contains(err.Error(), `ami_name "hotpath 1.0" is already used by ami-`) {
+		t.Errorf("second run: %v", err)
+	}
+	if n := f.CountCalls("StartSnapshot", 0) - starts; n != 0 {
+		t.Errorf("%d uploads started for a taken name", n)
+	}
+}
+
+// Ctrl-C while the copies are pending (item 1): EC2 does not name a
+// pending copy's snapshot, and the clean-up still deletes the copy and
+// its snapshot; the message says "cancelled" (item 6).
+func TestPendingCopyCancelRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	f.CopyPendingPolls = 1 << 20
+	disk, _ := sparseDisk(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var copied sync.Once
+	f.OnCall = func(op string, status int) {
+		if op == "CopyImage" && status == 200 {
+			copied.Do(func() { time.AfterFunc(100*time.Millisecond, cancel) })
+		}
+	}
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x"}, nil, pp.ConfigSpec())
+	if err := pp.Configure(coreVars("hotpath-image"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	_, _, _, err := pp.PostProcess(ctx, ui, &packersdk.MockArtifact{FilesValue: []string{disk}})
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "cancelled; everything created was deleted") {
+		t.Errorf("err %v", err)
+	}
+	if ui.Contains("context canceled") {
+		t.Errorf("the UI shows the context error instead of the cancel")
+	}
+	if f.CountCalls("CopyImage", 200) != 1 {
+		t.Fatalf("no copy was started")
+	}
+	if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
+		t.Errorf("left behind: %+v images, %+v snapshots", f.Images(), f.Snapshots())
+	}
+}

@@ -50,11 +50,13 @@ type Snapshot struct {
 	ClientToken         string
 	Timeout             int32
 	Tags                map[string]string
-	Blocks              map[int32][]byte
-	Sums                map[int32][]byte // raw SHA-256 per stored block
-	State               string           // pending, completed, error
-	ChangedBlocks       int32
-	Checksum            string
+	// VolumeUsers and VolumeGroups have create-volume permission.
+	VolumeUsers, VolumeGroups []string
+	Blocks                    map[int32][]byte
+	Sums                      map[int32][]byte // raw SHA-256 per stored block
+	State                     string           // pending, completed, error
+	ChangedBlocks             int32
+	Checksum                  string
 	// polls left before a completed upload reports "completed"
 	pendingPolls int
 	// Completed is set by a successful CompleteSnapshot.
@@ -73,6 +75,9 @@ type Image struct {
 	DeleteOnTermination           bool
 	Tags                          map[string]string
 	LaunchUsers, LaunchGroups     []string
+	LaunchOrgs, LaunchOUs         []string
+	Tpm, DeprecateAt              string
+	Protected, ProtectedCooldown  bool
 	SourceRegion, SourceImageID   string
 	State                         string
 	// Params are the decoded request parameters that created the image.
@@ -103,6 +108,16 @@ type Server struct {
 	// say "pending" before "completed"/"available" (default 1), so that
 	// the waiters really wait.
 	PendingPolls int
+	// CopyPendingPolls is added to PendingPolls for AMI copies, which
+	// take longest on EC2.
+	CopyPendingPolls int
+	// OnCall, if set, is called after each answered request with its
+	// operation and status (outside the lock).
+	OnCall func(op string, status int)
+
+	templates  map[string]*LaunchTemplate // by id
+	groups     map[string]*Group          // by region/name
+	parameters map[string]*Parameter      // by region/name
 	// OnPut, if set, is called for each accepted block (outside the lock).
 	OnPut func(snapshotID string, index int32)
 }
@@ -117,6 +132,9 @@ func New(accessKey string) *Server {
 		tokens:       map[string]string{},
 		faults:       map[string][]Fault{},
 		always:       map[string]Fault{},
+		templates:    map[string]*LaunchTemplate{},
+		groups:       map[string]*Group{},
+		parameters:   map[string]*Parameter{},
 		PendingPolls: 1,
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -260,6 +278,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveEBS(w, r, region)
 	case "ec2":
 		s.serveEC2(w, r, region)
+	case "autoscaling":
+		s.serveAutoScaling(w, r, region)
+	case "ssm":
+		s.serveSSM(w, r, region)
 	default:
 		http.Error(w, "unknown service "+service, http.StatusBadRequest)
 	}

@@ -69,9 +69,16 @@ type Config struct {
 	// Encrypt the snapshot, with kms_key_id or the account's default EBS
 	// key. Encrypted uploads write every block, zeros included.
 	EncryptBoot bool `mapstructure:"encrypt_boot"`
-	// ARN of the KMS key for encrypt_boot (the EBS direct APIs take ARNs
-	// only, not key ids or aliases).
+	// ARN of the KMS key for encrypt_boot in region (the EBS direct APIs
+	// take ARNs only, not key ids or aliases). Needed to share an
+	// encrypted AMI: EC2 cannot share AMIs encrypted with the AWS managed
+	// key (aws/ebs).
 	KMSKeyID string `mapstructure:"kms_key_id"`
+	// KMS key ARN per region for encrypt_boot: the copies in ami_regions
+	// are encrypted with the key of their region (default: that region's
+	// AWS managed key). The build region's entry may stand in for
+	// kms_key_id. Like the amazon plugin's.
+	RegionKMSKeyIDs map[string]string `mapstructure:"region_kms_key_ids"`
 	// Root volume size in GiB; default: the disk image rounded up to GiB.
 	VolumeSize int64 `mapstructure:"volume_size"`
 	// Raw disk image to upload; default: the .img/.raw file of the input
@@ -111,7 +118,7 @@ var (
 	regionRE  = regexp.MustCompile(`^[a-z]{2}(-iso[a-z]?)?(-gov)?-[a-z]+-\d+$`)
 	amiNameRE = regexp.MustCompile(`^[a-zA-Z0-9().\-/_ '@\[\]]{3,128}$`)
 	accountRE = regexp.MustCompile(`^\d{12}$`)
-	kmsARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_+=,.@-]+$`)
+	kmsARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:kms:([a-z0-9-]+):\d{12}:(key|alias)/[A-Za-z0-9/_+=,.@-]+$`)
 )
 
 // Prepare decodes raws into c, applies defaults and validates; every
@@ -216,14 +223,7 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	}
 
 	// Encryption and the volume.
-	if c.KMSKeyID != "" {
-		if !c.EncryptBoot {
-			add("kms_key_id needs encrypt_boot = true")
-		}
-		if !kmsARNRE.MatchString(c.KMSKeyID) {
-			add("kms_key_id %q must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)", c.KMSKeyID)
-		}
-	}
+	c.prepareKMS(add)
 	if c.VolumeSize < 0 || c.VolumeSize > 16384 {
 		add("volume_size %d GiB is outside 1..16384 (0 means the image size)", c.VolumeSize)
 	}
@@ -269,3 +269,60 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 // errNoImage is returned when neither image_path nor the artifact names a
 // raw disk image.
 var errNoImage = errors.New("no raw disk image: the input artifact has no .img or .raw file and image_path is not set")
+
+// prepareKMS checks kms_key_id and region_kms_key_ids: ARNs of the region
+// they are used in, only with encrypt_boot, and a customer managed key
+// wherever an encrypted AMI is shared (EC2 refuses to share AMIs encrypted
+// with the AWS managed key; the amazon plugin rejects it too).
+func (c *Config) prepareKMS(add func(string, ...any)) {
+	check := func(name, region, arn string) {
+		m := kmsARNRE.FindStringSubmatch(arn)
+		switch {
+		case m == nil:
+			add("%s %q must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)", name, arn)
+		case m[1] != region:
+			add("%s %q is a key of %s, not of %s (KMS keys are regional)", name, arn, m[1], region)
+		}
+	}
+	if c.KMSKeyID != "" {
+		if !c.EncryptBoot {
+			add("kms_key_id needs encrypt_boot = true")
+		}
+		check("kms_key_id", c.RawRegion, c.KMSKeyID)
+	}
+	if len(c.RegionKMSKeyIDs) > 0 && !c.EncryptBoot {
+		add("region_kms_key_ids needs encrypt_boot = true")
+	}
+	for _, r := range sortedRegions(c.RegionKMSKeyIDs) {
+		if r != c.RawRegion && !slices.Contains(c.AMIRegions, r) {
+			add("region_kms_key_ids: %s is neither region nor one of ami_regions", r)
+			continue
+		}
+		check(fmt.Sprintf("region_kms_key_ids[%s]", r), r, c.RegionKMSKeyIDs[r])
+	}
+	if k, ok := c.RegionKMSKeyIDs[c.RawRegion]; ok {
+		if c.KMSKeyID != "" && c.KMSKeyID != k {
+			add("kms_key_id and region_kms_key_ids[%s] name different keys", c.RawRegion)
+		}
+		if c.KMSKeyID == "" {
+			c.KMSKeyID = k
+		}
+	}
+	if !c.EncryptBoot || !c.shared() {
+		return
+	}
+	if c.KMSKeyID == "" {
+		add("encrypt_boot without kms_key_id cannot be shared with ami_users/ami_groups/ami_org_arns/ami_ou_arns: " +
+			"EC2 does not share AMIs encrypted with the AWS managed key (aws/ebs); set kms_key_id to a customer managed key")
+	}
+	for _, r := range c.AMIRegions {
+		if c.RegionKMSKeyIDs[r] == "" {
+			add("encrypt_boot with sharing: region_kms_key_ids needs a customer managed key for %s (copies are otherwise encrypted with its AWS managed key, which cannot be shared)", r)
+		}
+	}
+}
+
+// shared says whether anyone besides the owner gets launch permission.
+func (c *Config) shared() bool {
+	return len(c.AMIUsers)+len(c.AMIGroups) > 0
+}

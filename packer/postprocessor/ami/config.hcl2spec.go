@@ -78,6 +78,7 @@ type FlatConfig struct {
 	SnapshotTags          map[string]string `mapstructure:"snapshot_tags" cty:"snapshot_tags" hcl:"snapshot_tags"`
 	EncryptBoot           *bool             `mapstructure:"encrypt_boot" cty:"encrypt_boot" hcl:"encrypt_boot"`
 	KMSKeyID              *string           `mapstructure:"kms_key_id" cty:"kms_key_id" hcl:"kms_key_id"`
+	RegionKMSKeyIDs       map[string]string `mapstructure:"region_kms_key_ids" cty:"region_kms_key_ids" hcl:"region_kms_key_ids"`
 	VolumeSize            *int64            `mapstructure:"volume_size" cty:"volume_size" hcl:"volume_size"`
 	ImagePath             *string           `mapstructure:"image_path" cty:"image_path" hcl:"image_path"`
 	UploadWorkers         *int              `mapstructure:"upload_workers" cty:"upload_workers" hcl:"upload_workers"`
@@ -126,6 +127,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"snapshot_tags":              &hcldec.AttrSpec{Name: "snapshot_tags", Type: cty.Map(cty.String), Required: false},
 		"encrypt_boot":               &hcldec.AttrSpec{Name: "encrypt_boot", Type: cty.Bool, Required: false},
 		"kms_key_id":                 &hcldec.AttrSpec{Name: "kms_key_id", Type: cty.String, Required: false},
+		"region_kms_key_ids":         &hcldec.AttrSpec{Name: "region_kms_key_ids", Type: cty.Map(cty.String), Required: false},
 		"volume_size":                &hcldec.AttrSpec{Name: "volume_size", Type: cty.Number, Required: false},
 		"image_path":                 &hcldec.AttrSpec{Name: "image_path", Type: cty.String, Required: false},
 		"upload_workers":             &hcldec.AttrSpec{Name: "upload_workers", Type: cty.Number, Required: false},

@@ -350,3 +350,88 @@ func TestPostProcessNoImage(t *testing.T) {
 		t.Errorf("AWS called without an image: %v", f.Calls())
 	}
 }
+
+// A cancel while the copies are still pending (EC2 names a copy's
+// snapshot only once it is available) deletes the copy and the snapshot
+// EC2 made for it, and says "cancelled", not "context canceled".
+func TestPostProcessCancelPendingCopy(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	f.CopyPendingPolls = 1 << 20 // the copies never finish
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	copies := 0
+	f.OnCall = func(op string, status int) {
+		if op == "CopyImage" && status == 200 {
+			copies++
+		}
+		if op == "DescribeImages" && copies == 2 {
+			cancel()
+		}
+	}
+	pp := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1", "us-west-2"}})
+	ui := new(uitest.UI)
+	_, _, _, err := pp.PostProcess(ctx, ui, input(path))
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || err.Error() != "cancelled; everything created was deleted" {
+		t.Errorf("err %v", err)
+	}
+	if ui.Contains("context canceled") {
+		t.Errorf("UI shows the context error")
+	}
+	if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
+		t.Errorf("left behind: %+v images, %d snapshots", f.Images(), m)
+	}
+	for _, r := range []string{"us-east-1", "us-west-2"} {
+		if !ui.Contains("Deleted ami-") || !ui.Contains("in "+r) {
+			t.Errorf("UI does not report deleting the copy in %s", r)
+		}
+	}
+}
+
+// An AMI name already taken in any target region stops the run before
+// anything is uploaded.
+func TestPostProcessDuplicateNameEarly(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	// A first run takes the name in eu-west-1 and us-east-1.
+	if _, _, _, err := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}}).PostProcess(context.Background(), new(uitest.UI), input(path)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ region, copyTo string }{{"eu-west-1", "ap-south-1"}, {"ap-south-1", "us-east-1"}} {
+		starts := f.CountCalls("StartSnapshot", 0)
+		ui := new(uitest.UI)
+		_, _, _, err := newPP(t, f, map[string]interface{}{"region": tc.region, "ami_regions": []string{tc.copyTo}}).PostProcess(context.Background(), ui, input(path))
+		if err == nil || !strings.Contains(err.Error(), `ami_name "hotpath test" is already used by ami-`) {
+			t.Errorf("%s: err %v", tc.region, err)
+		}
+		if n := f.CountCalls("StartSnapshot", 0) - starts; n != 0 {
+			t.Errorf("%s: %d uploads started despite the duplicate name", tc.region, n)
+		}
+	}
+}
+
+// Encrypted copies use their region's key from region_kms_key_ids.
+func TestPostProcessRegionKMSKeys(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	keys := map[string]string{
+		"eu-west-1": "arn:aws:kms:eu-west-1:123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab",
+		"us-east-1": "arn:aws:kms:us-east-1:123456789012:key/1f0f0f0f-1234-5678-9abc-0123456789ab",
+	}
+	pp := newPP(t, f, map[string]interface{}{
+		"encrypt_boot": true, "region_kms_key_ids": keys, "ami_regions": []string{"us-east-1"}, "ami_users": []string{"111122223333"},
+	})
+	ui := new(uitest.UI)
+	if _, _, _, err := pp.PostProcess(context.Background(), ui, input(path)); err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	for _, sn := range f.Snapshots() {
+		if !sn.Encrypted || sn.KmsKeyArn != keys[sn.Region] {
+			t.Errorf("snapshot %s in %s: encrypted %v with %q, want %q", sn.ID, sn.Region, sn.Encrypted, sn.KmsKeyArn, keys[sn.Region])
+		}
+	}
+}
