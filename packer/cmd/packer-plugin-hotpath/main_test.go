@@ -349,7 +349,11 @@ func TestPostProcessorRPC(t *testing.T) {
 	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
 	pp := client.PostProcessor()
 	spec := pp.ConfigSpec()
-	for _, k := range []string{"region", "ami_name", "ami_regions", "encrypt_boot", "kms_key_id", "tags", "snapshot_tags", "skip_region_validation", "upload_workers"} {
+	for _, k := range []string{"region", "ami_name", "ami_regions", "encrypt_boot", "kms_key_id", "tags", "snapshot_tags", "skip_region_validation", "upload_workers",
+		// The amazon plugin's keys (issue #14, item 7).
+		"force_deregister", "force_delete_snapshot", "assume_role", "region_kms_key_ids", "snapshot_users", "snapshot_groups",
+		"ami_org_arns", "ami_ou_arns", "deprecate_at", "deregistration_protection", "tag", "snapshot_tag",
+		"boot_mode", "imds_support", "ena_support", "sriov_support", "tpm_support", "architecture"} {
 		if _, ok := spec[k]; !ok {
 			t.Errorf("ConfigSpec lacks %s", k)
 		}
@@ -596,7 +600,9 @@ func TestValidationRPC(t *testing.T) {
 	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
 	pp := client.PostProcessor()
 	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": "http://127.0.0.1:1", "out": "x"}, nil, pp.ConfigSpec())
-	key := func(region string) string { return "arn:aws:kms:" + region + ":123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab" }
+	key := func(region string) string {
+		return "arn:aws:kms:" + region + ":123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab"
+	}
 	for _, tc := range []struct {
 		name  string
 		extra map[string]interface{}

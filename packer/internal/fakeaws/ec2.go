@@ -84,7 +84,7 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 	if f != nil {
 		status = f.Status
 	}
-	s.record(op, region, status)
+	s.record(r, op, region, status)
 	onCall := s.OnCall
 	s.mu.Unlock()
 	defer afterCall(w, onCall, op, status)
@@ -468,9 +468,10 @@ func (s *Server) ec2Op2(op string, p map[string]string, region string) (string, 
 			return "", f
 		}
 		t, _ := time.Parse(time.RFC3339, p["DeprecateAt"])
-		if t.Second() != 0 || t.Nanosecond() != 0 {
-			return "", badParam("DeprecateAt %s: seconds must be zero", p["DeprecateAt"])
+		if !t.After(time.Now()) {
+			return "", badParam("DeprecateAt %s is in the past", p["DeprecateAt"])
 		}
+		t = t.Round(time.Minute) // as EC2 does
 		im.DeprecateAt = t.UTC().Format("2006-01-02T15:04:05.000Z")
 		return "<return>true</return>", nil
 	case "EnableImageDeregistrationProtection":

@@ -89,6 +89,8 @@ type Image struct {
 type Call struct {
 	Op, Region string
 	Status     int
+	// Key is the access key that signed it.
+	Key string
 }
 
 // Server is the fake endpoint.
@@ -118,6 +120,7 @@ type Server struct {
 	templates  map[string]*LaunchTemplate // by id
 	groups     map[string]*Group          // by region/name
 	parameters map[string]*Parameter      // by region/name
+	sessions   map[string]session         // assumed-role access key -> session
 	// OnPut, if set, is called for each accepted block (outside the lock).
 	OnPut func(snapshotID string, index int32)
 }
@@ -135,6 +138,7 @@ func New(accessKey string) *Server {
 		templates:    map[string]*LaunchTemplate{},
 		groups:       map[string]*Group{},
 		parameters:   map[string]*Parameter{},
+		sessions:     map[string]session{},
 		PendingPolls: 1,
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -259,8 +263,17 @@ func (s *Server) scope(r *http.Request) (region, service string, err error) {
 		return "", "", fmt.Errorf("missing or malformed SigV4 Authorization header %q", r.Header.Get("Authorization"))
 	}
 	if m[1] != s.AccessKey {
-		return "", "", fmt.Errorf("unknown access key %q", m[1])
+		s.mu.Lock()
+		role, ok := s.sessions[m[1]]
+		s.mu.Unlock()
+		if !ok {
+			return "", "", fmt.Errorf("unknown access key %q", m[1])
+		}
+		if r.Header.Get("X-Amz-Security-Token") != role.token {
+			return "", "", fmt.Errorf("temporary access key %q without its session token", m[1])
+		}
 	}
+	r.Header.Set("X-Fakeaws-Key", m[1])
 	if r.Header.Get("X-Amz-Date") == "" {
 		return "", "", fmt.Errorf("missing X-Amz-Date")
 	}
@@ -273,6 +286,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
+
 	switch service {
 	case "ebs":
 		s.serveEBS(w, r, region)
@@ -282,13 +296,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveAutoScaling(w, r, region)
 	case "ssm":
 		s.serveSSM(w, r, region)
+	case "sts":
+		s.serveSTS(w, r, region)
 	default:
 		http.Error(w, "unknown service "+service, http.StatusBadRequest)
 	}
 }
 
-func (s *Server) record(op, region string, status int) {
-	s.calls = append(s.calls, Call{Op: op, Region: region, Status: status})
+func (s *Server) record(r *http.Request, op, region string, status int) {
+	s.calls = append(s.calls, Call{Op: op, Region: region, Status: status, Key: r.Header.Get("X-Fakeaws-Key")})
 }
 
 func b64sha(b []byte) (string, []byte) {

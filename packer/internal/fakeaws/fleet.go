@@ -248,7 +248,7 @@ func (s *Server) serveAutoScaling(w http.ResponseWriter, r *http.Request, region
 	if f != nil {
 		status = f.Status
 	}
-	s.record(op, region, status)
+	s.record(r, op, region, status)
 	onCall := s.OnCall
 	s.mu.Unlock()
 	defer afterCall(w, onCall, op, status)

@@ -76,7 +76,7 @@ func (s *Server) serveSSM(w http.ResponseWriter, r *http.Request, region string)
 	if f != nil {
 		status = f.Status
 	}
-	s.record(op, region, status)
+	s.record(r, op, region, status)
 	onCall := s.OnCall
 	s.mu.Unlock()
 	defer afterCall(w, onCall, op, status)

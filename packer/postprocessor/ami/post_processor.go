@@ -68,6 +68,7 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 		&stepRegister{},
 		&stepCopy{},
 		&stepLaunchPermissions{},
+		&stepProtect{},
 	}}
 	runner.Run(ctx, state)
 

@@ -435,3 +435,94 @@ func TestPostProcessRegionKMSKeys(t *testing.T) {
 		}
 	}
 }
+
+// A template written for the amazon plugin: its keys do what they do
+// there, checked on the fake's side.
+func TestPostProcessAmazonKeys(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	// An AMI of the same name exists in both regions; force_deregister
+	// with force_delete_snapshot replaces it.
+	old := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}})
+	if _, _, _, err := old.PostProcess(context.Background(), new(uitest.UI), input(path)); err != nil {
+		t.Fatal(err)
+	}
+	oldImages := f.Images()
+	before := len(f.Calls())
+	org := "arn:aws:organizations::123456789012:organization/o-abcdefghij"
+	ou := "arn:aws:organizations::123456789012:ou/o-abcdefghij/ou-ab12-cdefgh34"
+	deprecate := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Minute)
+	pp := newPP(t, f, map[string]interface{}{
+		"ami_regions":               []string{"us-east-1"},
+		"force_deregister":          true,
+		"force_delete_snapshot":     true,
+		"assume_role":               map[string]interface{}{"role_arn": "arn:aws:iam::123456789012:role/hotpath-builder", "external_id": "ext-1", "session_name": "ci"},
+		"custom_endpoint_sts":       f.URL,
+		"snapshot_users":            []string{"111122223333"},
+		"ami_org_arns":              []string{org},
+		"ami_ou_arns":               []string{ou},
+		"deprecate_at":              deprecate.Format(time.RFC3339),
+		"deregistration_protection": map[string]interface{}{"enabled": true},
+		"tag":                       []map[string]string{{"key": "cost-center", "value": "42"}},
+		"snapshot_tag":              []map[string]string{{"key": "backup", "value": "no"}},
+		"boot_mode":                 "uefi",
+		"imds_support":              "v2.0",
+		"ena_support":               true,
+		"sriov_support":             true,
+		"tpm_support":               "v2.0",
+		"architecture":              "x86_64",
+	})
+	ui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+	t.Logf("UI:\n%s", ui.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range oldImages {
+		for _, now := range f.Images() {
+			if now.ID == im.ID {
+				t.Errorf("old AMI %s not deregistered", im.ID)
+			}
+		}
+		for _, sn := range f.Snapshots() {
+			if sn.ID == im.SnapshotID {
+				t.Errorf("old snapshot %s not deleted", sn.ID)
+			}
+		}
+	}
+	imgs := f.Images()
+	if len(imgs) != 2 {
+		t.Fatalf("%d images", len(imgs))
+	}
+	for _, im := range imgs {
+		if im.Tpm != "v2.0" || !im.Protected || im.DeprecateAt != deprecate.Format("2006-01-02T15:04:05.000Z") ||
+			strings.Join(im.LaunchOrgs, ",") != org || strings.Join(im.LaunchOUs, ",") != ou || im.Tags["cost-center"] != "42" || im.Tags["Name"] != "hotpath" {
+			t.Errorf("image %+v", im)
+		}
+	}
+	for _, sn := range f.Snapshots() {
+		if strings.Join(sn.VolumeUsers, ",") != "111122223333" || sn.Tags["backup"] != "no" {
+			t.Errorf("snapshot %s: volume users %v, tags %v", sn.ID, sn.VolumeUsers, sn.Tags)
+		}
+	}
+	// Every call after AssumeRole was signed with the role's credentials.
+	assumed := f.AssumedRoles()
+	if len(assumed) != 1 {
+		t.Fatalf("assumed roles %v", assumed)
+	}
+	for k, v := range assumed {
+		if v != "arn:aws:iam::123456789012:role/hotpath-builder ci ext-1" {
+			t.Errorf("assumed %s", v)
+		}
+		for _, c := range f.Calls()[before:] {
+			if c.Op != "AssumeRole" && c.Key != k {
+				t.Errorf("%s signed with %s, not the role's %s", c.Op, c.Key, k)
+			}
+		}
+	}
+	// A protected AMI cannot be deregistered: Destroy says so.
+	if err := a.Destroy(); err == nil || !strings.Contains(err.Error(), "deregistration protection") {
+		t.Errorf("Destroy of protected AMIs: %v", err)
+	}
+}

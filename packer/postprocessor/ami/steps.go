@@ -158,7 +158,7 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 	snap := state.Get(keySnapshotID).(string)
 	in := &ec2.RegisterImageInput{
 		Name:               aws.String(c.AMIName),
-		Architecture:       types.ArchitectureValuesX8664,
+		Architecture:       types.ArchitectureValues(c.Architecture),
 		VirtualizationType: aws.String("hvm"),
 		RootDeviceName:     aws.String(rootDevice),
 		BlockDeviceMappings: []types.BlockDeviceMapping{{
@@ -174,6 +174,9 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 		BootMode:        types.BootModeValuesUefi,
 		ImdsSupport:     types.ImdsSupportValuesV20,
 	}
+	if c.TPMSupport != "" {
+		in.TpmSupport = types.TpmSupportValues(c.TPMSupport)
+	}
 	if c.VolumeSize > 0 {
 		in.BlockDeviceMappings[0].Ebs.VolumeSize = aws.Int32(int32(c.VolumeSize))
 	}
@@ -183,7 +186,11 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 	if len(c.Tags) > 0 {
 		in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeImage, Tags: ec2Tags(c.Tags)}}
 	}
-	ui.Say(fmt.Sprintf("Registering AMI %q from %s (x86_64, UEFI, ENA, IMDSv2 only)...", c.AMIName, snap))
+	tpm := ""
+	if c.TPMSupport != "" {
+		tpm = ", NitroTPM " + c.TPMSupport
+	}
+	ui.Say(fmt.Sprintf("Registering AMI %q from %s (%s, UEFI, ENA, IMDSv2 only%s)...", c.AMIName, snap, c.Architecture, tpm))
 	out, err := cl.ec2(c.RawRegion).RegisterImage(ctx, in)
 	if err != nil {
 		return halt(ctx, state, fmt.Errorf("RegisterImage: %w", err))
@@ -317,15 +324,13 @@ func (s *stepCopy) Cleanup(state multistep.StateBag) {
 	}
 }
 
-// stepLaunchPermissions grants ami_users and ami_groups launch permission
-// on every AMI.
+// stepLaunchPermissions grants launch permission on every AMI to
+// ami_users, ami_groups, ami_org_arns and ami_ou_arns, and create-volume
+// permission on every snapshot to snapshot_users and snapshot_groups.
 type stepLaunchPermissions struct{}
 
 func (s *stepLaunchPermissions) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
 	c, ui, cl := bag(state)
-	if len(c.AMIUsers)+len(c.AMIGroups) == 0 {
-		return multistep.ActionContinue
-	}
 	var perms []types.LaunchPermission
 	for _, u := range c.AMIUsers {
 		perms = append(perms, types.LaunchPermission{UserId: aws.String(u)})
@@ -333,21 +338,95 @@ func (s *stepLaunchPermissions) Run(ctx context.Context, state multistep.StateBa
 	for _, g := range c.AMIGroups {
 		perms = append(perms, types.LaunchPermission{Group: types.PermissionGroup(g)})
 	}
+	for _, o := range c.AMIOrgArns {
+		perms = append(perms, types.LaunchPermission{OrganizationArn: aws.String(o)})
+	}
+	for _, o := range c.AMIOuArns {
+		perms = append(perms, types.LaunchPermission{OrganizationalUnitArn: aws.String(o)})
+	}
+	var vperms []types.CreateVolumePermission
+	for _, u := range c.SnapshotUsers {
+		vperms = append(vperms, types.CreateVolumePermission{UserId: aws.String(u)})
+	}
+	for _, g := range c.SnapshotGroups {
+		vperms = append(vperms, types.CreateVolumePermission{Group: types.PermissionGroup(g)})
+	}
 	amis := state.Get(keyAMIs).(map[string]string)
+	snaps := state.Get(keySnapshots).(map[string]string)
 	for _, r := range sortedRegions(amis) {
-		ui.Say(fmt.Sprintf("Granting launch permission on %s in %s...", amis[r], r))
-		_, err := cl.ec2(r).ModifyImageAttribute(ctx, &ec2.ModifyImageAttributeInput{
-			ImageId:          aws.String(amis[r]),
-			LaunchPermission: &types.LaunchPermissionModifications{Add: perms},
-		})
-		if err != nil {
-			return halt(ctx, state, fmt.Errorf("launch permissions on %s in %s: %w", amis[r], r, err))
+		if len(perms) > 0 {
+			ui.Say(fmt.Sprintf("Granting launch permission on %s in %s...", amis[r], r))
+			_, err := cl.ec2(r).ModifyImageAttribute(ctx, &ec2.ModifyImageAttributeInput{
+				ImageId:          aws.String(amis[r]),
+				LaunchPermission: &types.LaunchPermissionModifications{Add: perms},
+			})
+			if err != nil {
+				return halt(ctx, state, fmt.Errorf("launch permissions on %s in %s: %w", amis[r], r, err))
+			}
+		}
+		if len(vperms) > 0 {
+			ui.Say(fmt.Sprintf("Granting create-volume permission on %s in %s...", snaps[r], r))
+			_, err := cl.ec2(r).ModifySnapshotAttribute(ctx, &ec2.ModifySnapshotAttributeInput{
+				SnapshotId:             aws.String(snaps[r]),
+				Attribute:              types.SnapshotAttributeNameCreateVolumePermission,
+				CreateVolumePermission: &types.CreateVolumePermissionModifications{Add: vperms},
+			})
+			if err != nil {
+				return halt(ctx, state, fmt.Errorf("create-volume permissions on %s in %s: %w", snaps[r], r, err))
+			}
+		}
+		if c.DeprecateAt != "" {
+			t, _ := time.Parse(time.RFC3339, c.DeprecateAt)
+			if _, err := cl.ec2(r).EnableImageDeprecation(ctx, &ec2.EnableImageDeprecationInput{
+				ImageId: aws.String(amis[r]), DeprecateAt: aws.Time(t.UTC().Truncate(time.Minute)),
+			}); err != nil {
+				return halt(ctx, state, fmt.Errorf("deprecation of %s in %s: %w", amis[r], r, err))
+			}
+			ui.Say(fmt.Sprintf("%s in %s is deprecated from %s", amis[r], r, c.DeprecateAt))
 		}
 	}
 	return multistep.ActionContinue
 }
 
 func (s *stepLaunchPermissions) Cleanup(multistep.StateBag) {}
+
+// stepProtect turns deregistration protection on, last, so that no later
+// step can fail with protected AMIs to clean up; a cancel that still
+// lands here turns it off again before the AMIs are deleted.
+type stepProtect struct{ protected map[string]string }
+
+func (s *stepProtect) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	if !c.DeregistrationProtection.Enabled {
+		return multistep.ActionContinue
+	}
+	s.protected = map[string]string{}
+	amis := state.Get(keyAMIs).(map[string]string)
+	for _, r := range sortedRegions(amis) {
+		if _, err := cl.ec2(r).EnableImageDeregistrationProtection(ctx, &ec2.EnableImageDeregistrationProtectionInput{
+			ImageId: aws.String(amis[r]), WithCooldown: aws.Bool(c.DeregistrationProtection.WithCooldown),
+		}); err != nil {
+			return halt(ctx, state, fmt.Errorf("deregistration protection of %s in %s: %w", amis[r], r, err))
+		}
+		s.protected[r] = amis[r]
+		ui.Say(fmt.Sprintf("%s in %s is protected against deregistration", amis[r], r))
+	}
+	return multistep.ActionContinue
+}
+
+func (s *stepProtect) Cleanup(state multistep.StateBag) {
+	if !failed(state) || len(s.protected) == 0 {
+		return
+	}
+	_, ui, cl := bag(state)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	for _, r := range sortedRegions(s.protected) {
+		if _, err := cl.ec2(r).DisableImageDeregistrationProtection(ctx, &ec2.DisableImageDeregistrationProtectionInput{ImageId: aws.String(s.protected[r])}); err != nil {
+			ui.Error(fmt.Sprintf("Error removing the deregistration protection of %s in %s: %s", s.protected[r], r, err))
+		}
+	}
+}
 
 func ec2Tags(m map[string]string) []types.Tag {
 	keys := make([]string, 0, len(m))
