@@ -78,7 +78,7 @@ func TestDescribe(t *testing.T) {
 	if err := json.Unmarshal(out, &d); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(d.Builders, ",") != "image" || strings.Join(d.PostProcessors, ",") != "ami" ||
+	if strings.Join(d.Builders, ",") != "image" || strings.Join(d.PostProcessors, ",") != "ami,rollout" ||
 		d.Version == "" || d.SDKVersion != "0.6.6" || d.ProtocolVersion != plugin.ProtocolVersion2 {
 		t.Errorf("describe: %s", out)
 	}
@@ -561,6 +561,17 @@ func TestBuildAndPostProcessRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAMIs(t, f, a, pui, sum, fi.Size())
+
+	// ... and on to the fleet.
+	vars["lt_us"] = fleet(t, f)
+	if _, _, err := runRollout(t, ctx, vars, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct{ region, name string }{{"eu-west-1", "web"}, {"us-east-1", "web-us"}} {
+		if gs := f.GroupState(g.region, g.name); gs.Refreshes[0].Status != "Successful" || !strings.HasPrefix(a.Id(), "eu-west-1:"+gs.Running) && !strings.HasSuffix(a.Id(), "us-east-1:"+gs.Running) {
+			t.Errorf("group %s: %+v (AMIs %s)", g.name, gs, a.Id())
+		}
+	}
 }
 
 // Cancelling the build (Packer core cancels the context, the RPC client
@@ -703,5 +714,201 @@ func TestPendingCopyCancelRPC(t *testing.T) {
 	}
 	if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
 		t.Errorf("left behind: %+v images, %+v snapshots", f.Images(), f.Snapshots())
+	}
+}
+
+// rolloutTemplate is the hotpath-rollout block of a build, after
+// hotpath-ami in a post-processors chain.
+const rolloutTemplate = `
+post-processor "hotpath-rollout" {
+  region                      = "eu-west-1"
+  access_key                  = var.key
+  secret_key                  = "secret"
+  custom_endpoint_ec2         = var.endpoint
+  custom_endpoint_ssm         = var.endpoint
+  custom_endpoint_autoscaling = var.endpoint
+  ssm_parameter               = "/hotpath/prod/x86_64/latest/image_id"
+  target {
+    launch_template_name = "hotpath"
+    set_default_version  = true
+    auto_scaling_groups  = ["web"]
+  }
+  target {
+    region              = "us-east-1"
+    launch_template_id  = var.lt_us
+    auto_scaling_groups = ["web-us"]
+  }
+  min_healthy_percentage = 100
+  max_healthy_percentage = 150
+  instance_warmup        = "60s"
+  checkpoint_percentages = [50, 100]
+  checkpoint_delay       = "5m"
+  poll_interval          = "20ms"
+}
+`
+
+func decodeRollout(t *testing.T, vars map[string]string, spec hcldec.ObjectSpec) cty.Value {
+	t.Helper()
+	f, diags := hclparse.NewParser().ParseHCL([]byte(rolloutTemplate), "rollout.pkr.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	vals := map[string]cty.Value{}
+	for k, v := range vars {
+		vals[k] = cty.StringVal(v)
+	}
+	content, diags := f.Body.Content(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "post-processor", LabelNames: []string{"type"}}}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	v, diags := hcldec.Decode(content.Blocks[0].Body, spec, &hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(vals)}})
+	if diags.HasErrors() {
+		t.Fatalf("decode the hotpath-rollout block with the plugin's spec: %v", diags)
+	}
+	return v
+}
+
+// rolloutRun builds AMIs with the hotpath-ami plugin (eu-west-1, copied
+// to us-east-1) from a disk, then hands its artifact — over RPC, as
+// Packer chains post-processors — to the hotpath-rollout plugin, against
+// a fleet of two groups on the old AMI.
+// arm, if not nil, runs once the fleet exists.
+func rolloutRun(t *testing.T, f *fakeaws.Server, ctx context.Context, arm func()) (*uitest.UI, packersdk.Artifact, error) {
+	t.Helper()
+	ltUS := fleet(t, f)
+	if arm != nil {
+		arm()
+	}
+	disk, _ := sparseDisk(t)
+	vars := map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x", "lt_us": ltUS}
+
+	ac := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	app := ac.PostProcessor()
+	_, acfg := decode(t, vars, nil, app.ConfigSpec())
+	if err := app.Configure(coreVars("hotpath-image"), acfg); err != nil {
+		t.Fatal(err)
+	}
+	aui := new(uitest.UI)
+	amis, _, _, err := app.PostProcess(context.Background(), aui, &packersdk.MockArtifact{FilesValue: []string{disk}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, aui.Text())
+	}
+	return runRollout(t, ctx, vars, amis)
+}
+
+// fleet creates, in the fake, two Auto Scaling groups running an old AMI
+// from launch templates in eu-west-1 and us-east-1, and the SSM parameter
+// naming the old AMI; it returns the us-east-1 launch template's id.
+func fleet(t *testing.T, f *fakeaws.Server) string {
+	old := f.AddImage("eu-west-1", "hotpath 0.9")
+	oldUS := f.AddImage("us-east-1", "hotpath 0.9")
+	lt := f.AddLaunchTemplate("eu-west-1", "hotpath", old)
+	ltUS := f.AddLaunchTemplate("us-east-1", "hotpath", oldUS)
+	f.AddGroup("eu-west-1", "web", lt, "$Default", 6)
+	f.AddGroup("us-east-1", "web-us", ltUS, "1", 3)
+	f.PutParameterValue("eu-west-1", "/hotpath/prod/x86_64/latest/image_id", old)
+	return ltUS
+}
+
+// runRollout runs the hotpath-rollout plugin on the AMIs of another plugin's
+// artifact.
+func runRollout(t *testing.T, ctx context.Context, vars map[string]string, amis packersdk.Artifact) (*uitest.UI, packersdk.Artifact, error) {
+	rc := start(t, "post-processor", "rollout", true, awsEnv(t)...)
+	rpp := rc.PostProcessor()
+	if err := rpp.Configure(coreVars("hotpath-image"), decodeRollout(t, vars, rpp.ConfigSpec())); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	a, _, _, err := rpp.PostProcess(ctx, ui, amis)
+	t.Logf("hotpath-rollout UI:\n%s", ui.Text())
+	return ui, a, err
+}
+
+// The whole hand-over: AMI -> SSM parameter -> launch template version
+// -> Instance Refresh, to Successful in both regions.
+func TestRolloutRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	ui, a, err := rolloutRun(t, f, context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eu, us string
+	for _, im := range f.Images() {
+		if im.Name == "hotpath 1.0" && im.Region == "eu-west-1" {
+			eu = im.ID
+		}
+		if im.Name == "hotpath 1.0" && im.Region == "us-east-1" {
+			us = im.ID
+		}
+	}
+	if a.Id() != "eu-west-1:"+eu+",us-east-1:"+us {
+		t.Errorf("artifact %s", a.Id())
+	}
+	for r, want := range map[string]string{"eu-west-1": eu, "us-east-1": us} {
+		if pm, ok := f.Parameter(r, "/hotpath/prod/x86_64/latest/image_id"); !ok || pm.Value != want {
+			t.Errorf("parameter in %s: %+v", r, pm)
+		}
+	}
+	for _, g := range []struct{ region, name, ami string }{{"eu-west-1", "web", eu}, {"us-east-1", "web-us", us}} {
+		gs := f.GroupState(g.region, g.name)
+		if gs.Running != g.ami || gs.Refreshes[0].Status != "Successful" || gs.Refreshes[0].MinHealthy != 100 || gs.Refreshes[0].MaxHealthy != 150 {
+			t.Errorf("group %s: %+v", g.name, gs)
+		}
+	}
+	for _, s := range []string{"web (eu-west-1): InProgress", "instances to update", "Waiting for the checkpoint delay (300s) at 50%", "web-us (us-east-1): Successful 100%"} {
+		if !ui.Contains(s) {
+			t.Errorf("UI does not say %q", s)
+		}
+	}
+}
+
+// A refresh that fails is rolled back, and the plugin says so and puts
+// the parameter and the default version back.
+func TestRolloutFailureRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	ui, _, err := rolloutRun(t, f, context.Background(), func() {
+		f.FailRefresh("eu-west-1", "web", 40, "3 targets failed the health check on the management port")
+	})
+	if err == nil || !strings.Contains(err.Error(), "RollbackSuccessful: Instance refresh failed: 3 targets failed the health check") ||
+		!strings.Contains(err.Error(), "group web in eu-west-1 was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if f.GroupState("eu-west-1", "web").Running == "" || f.LaunchTemplates()[f.GroupState("eu-west-1", "web").TemplateID].Default != 1 {
+		t.Errorf("default version not restored")
+	}
+	if !ui.Contains("is ami-") || !ui.Contains("again") {
+		t.Errorf("UI does not report the parameter restored")
+	}
+}
+
+// Ctrl-C while waiting for the refresh rolls it back, and the message
+// says what the groups run.
+func TestRolloutCancelRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	f.OnCall = func(op string, _ int) {
+		if op == "DescribeInstanceRefreshes" {
+			once.Do(cancel)
+		}
+	}
+	ui, _, err := rolloutRun(t, f, ctx, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "cancelled; state left behind:") || !strings.Contains(err.Error(), "was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if ui.Contains("context canceled") {
+		t.Errorf("UI shows the context error")
+	}
+	if f.CountCalls("RollbackInstanceRefresh", 200) == 0 {
+		t.Errorf("no rollback")
+	}
+	for _, g := range []struct{ region, name string }{{"eu-west-1", "web"}, {"us-east-1", "web-us"}} {
+		if st := f.GroupState(g.region, g.name).Refreshes[0].Status; st != "RollbackSuccessful" {
+			t.Errorf("%s: %s", g.name, st)
+		}
 	}
 }

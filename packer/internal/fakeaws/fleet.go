@@ -26,7 +26,10 @@ type Group struct {
 	TemplateID   string
 	// Version is what the group's configuration names: "$Default",
 	// "$Latest" or a number.
-	Version   string
+	Version string
+	// Running is the AMI the instances were launched with: "$Default"
+	// is resolved at launch, not when a refresh compares.
+	Running   string
 	Instances int
 	Refreshes []Refresh
 	// Updated counts the instances running the refresh's desired
@@ -36,12 +39,13 @@ type Group struct {
 
 // Refresh is one instance refresh.
 type Refresh struct {
-	ID, Status, StatusReason       string
-	Percentage, InstancesToUpdate  int
-	TemplateID, Version            string
-	MinHealthy, Warmup, CheckDelay int
-	Checkpoints                    []int
-	SkipMatching, AutoRollback     bool
+	ID, Status, StatusReason      string
+	Percentage, InstancesToUpdate int
+	TemplateID, Version           string
+	MinHealthy, MaxHealthy        int
+	Warmup, CheckDelay            int
+	Checkpoints                   []int
+	SkipMatching, AutoRollback    bool
 	// failAt, when > 0, is the percentage at which replacements stop
 	// passing health checks.
 	failAt     int
@@ -60,12 +64,27 @@ func (s *Server) AddLaunchTemplate(region, name, image string) string {
 	return lt.ID
 }
 
+// AddImage registers an available AMI directly, as if built earlier, and
+// returns its id.
+func (s *Server) AddImage(region, name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn := &Snapshot{ID: s.nextID("snap"), Region: region, OwnerID: "123456789012", VolumeSize: 1, State: "completed", Completed: true, Tags: map[string]string{}}
+	s.snapshots[sn.ID] = sn
+	im := &Image{ID: s.nextID("ami"), Region: region, Name: name, Architecture: "x86_64", Virtualization: "hvm",
+		RootDevice: "/dev/xvda", SnapshotID: sn.ID, VolumeType: "gp3", VolumeSize: 1, State: "available", Tags: map[string]string{}}
+	s.images[im.ID] = im
+	return im.ID
+}
+
 // AddGroup creates an Auto Scaling group of n instances launched from
 // the template's version (e.g. "1" or "$Default").
 func (s *Server) AddGroup(region, name, templateID, version string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.groups[region+"/"+name] = &Group{Name: name, Region: region, TemplateID: templateID, Version: version, Instances: n}
+	lt := s.templates[templateID]
+	v, _ := lt.resolve(version)
+	s.groups[region+"/"+name] = &Group{Name: name, Region: region, TemplateID: templateID, Version: version, Running: lt.Images[v-1], Instances: n}
 }
 
 // FailRefresh makes the next instance refresh of the group fail once it
@@ -295,6 +314,13 @@ func (s *Server) autoScalingOp(op string, p map[string]string, region string) (s
 		if v, ok := p["Preferences.MinHealthyPercentage"]; ok {
 			rf.MinHealthy, _ = strconv.Atoi(v)
 		}
+		rf.MaxHealthy, _ = strconv.Atoi(p["Preferences.MaxHealthyPercentage"])
+		if rf.MaxHealthy != 0 && (rf.MaxHealthy < 100 || rf.MaxHealthy > 200 || rf.MaxHealthy-rf.MinHealthy > 100) {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "MaxHealthyPercentage must be 100..200 and at most 100 above MinHealthyPercentage"}
+		}
+		if rf.MinHealthy == 100 && rf.MaxHealthy <= 100 {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "MinHealthyPercentage 100 needs MaxHealthyPercentage above 100"}
+		}
 		rf.Warmup, _ = strconv.Atoi(p["Preferences.InstanceWarmup"])
 		rf.CheckDelay, _ = strconv.Atoi(p["Preferences.CheckpointDelay"])
 		for _, c := range list(p, "Preferences.CheckpointPercentages.member", "") {
@@ -384,10 +410,9 @@ func (s *Server) autoScalingOp(op string, p map[string]string, region string) (s
 // sameImage says whether the group's instances already run the image of
 // the refresh's desired configuration.
 func (s *Server) sameImage(g *Group, rf Refresh) bool {
-	cur, new := s.templates[g.TemplateID], s.templates[rf.TemplateID]
-	a, ok1 := cur.resolve(g.Version)
-	b, ok2 := new.resolve(rf.Version)
-	return ok1 && ok2 && cur.Images[a-1] == new.Images[b-1]
+	lt := s.templates[rf.TemplateID]
+	v, ok := lt.resolve(rf.Version)
+	return ok && lt.Images[v-1] == g.Running
 }
 
 // advance moves a refresh one poll further: Pending, then one batch of
@@ -423,6 +448,9 @@ func (s *Server) advance(g *Group, rf *Refresh) {
 		}
 	}
 	batch := max(1, g.Instances*(100-rf.MinHealthy)/100)
+	if rf.MaxHealthy > 100 {
+		batch = max(1, g.Instances*(rf.MaxHealthy-rf.MinHealthy)/100)
+	}
 	g.Updated = min(rf.InstancesToUpdate, g.Updated+batch)
 	rf.Percentage = 100 * g.Updated / max(rf.InstancesToUpdate, 1)
 	rf.StatusReason = fmt.Sprintf("Replacing instances: %d of %d done, warming up for %ds", g.Updated, rf.InstancesToUpdate, rf.Warmup)
@@ -442,5 +470,7 @@ func (s *Server) advance(g *Group, rf *Refresh) {
 
 // finish makes the refresh's desired configuration the group's.
 func (s *Server) finish(g *Group, rf *Refresh) {
-	g.TemplateID, g.Version = rf.TemplateID, rf.Version
+	lt := s.templates[rf.TemplateID]
+	v, _ := lt.resolve(rf.Version)
+	g.TemplateID, g.Version, g.Running = rf.TemplateID, rf.Version, lt.Images[v-1]
 }

@@ -149,6 +149,17 @@ func (s *Server) ssmOp(op string, raw []byte, region string) (any, *Fault) {
 		pm.History = append(pm.History, in.Value)
 		return map[string]any{"Version": pm.Version, "Tier": "Standard"}, nil
 
+	case "DeleteParameter":
+		var in struct{ Name string }
+		if f := strictJSON(raw, &in); f != nil {
+			return nil, f
+		}
+		if _, ok := s.parameters[region+"/"+in.Name]; !ok {
+			return nil, &Fault{Status: 400, Code: "ParameterNotFound", Message: ""}
+		}
+		delete(s.parameters, region+"/"+in.Name)
+		return map[string]any{}, nil
+
 	case "GetParameter":
 		var in struct {
 			Name           string

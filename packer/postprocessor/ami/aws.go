@@ -32,6 +32,23 @@ type clients struct {
 // taking precedence, and builds the clients. extra options come last, so a
 // test can replace the retryer.
 func newClients(ctx context.Context, c *AccessConfig, extra ...func(*awsconfig.LoadOptions) error) (*clients, error) {
+	cfg, err := LoadAWS(ctx, c, extra...)
+	if err != nil {
+		return nil, err
+	}
+	cl := &clients{cfg: cfg, ec2EP: c.CustomEndpointEC2, byRegn: map[string]*ec2.Client{}}
+	cl.ebs = ebs.NewFromConfig(cfg, func(o *ebs.Options) {
+		if c.CustomEndpointEBS != "" {
+			o.BaseEndpoint = aws.String(c.CustomEndpointEBS)
+		}
+	})
+	return cl, nil
+}
+
+// LoadAWS loads the AWS configuration for c: the standard chain, static
+// keys from the template first, retries, and the assumed role. extra
+// options come last, so a test can replace the retryer.
+func LoadAWS(ctx context.Context, c *AccessConfig, extra ...func(*awsconfig.LoadOptions) error) (aws.Config, error) {
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(c.RawRegion),
 		awsconfig.WithRetryMaxAttempts(c.MaxRetries + 1),
@@ -50,7 +67,7 @@ func newClients(ctx context.Context, c *AccessConfig, extra ...func(*awsconfig.L
 	opts = append(opts, extra...)
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	if a := c.AssumeRole; a.RoleARN != "" {
 		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(
@@ -60,13 +77,7 @@ func newClients(ctx context.Context, c *AccessConfig, extra ...func(*awsconfig.L
 				}
 			}), a.RoleARN, a.options))
 	}
-	cl := &clients{cfg: cfg, ec2EP: c.CustomEndpointEC2, byRegn: map[string]*ec2.Client{}}
-	cl.ebs = ebs.NewFromConfig(cfg, func(o *ebs.Options) {
-		if c.CustomEndpointEBS != "" {
-			o.BaseEndpoint = aws.String(c.CustomEndpointEBS)
-		}
-	})
-	return cl, nil
+	return cfg, nil
 }
 
 // options applies the block to the STS AssumeRole call.

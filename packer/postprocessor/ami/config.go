@@ -228,41 +228,7 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 		errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...))
 	}
 
-	// Access.
-	switch {
-	case c.RawRegion == "":
-		add("region is required")
-	case !c.SkipRegionValidation && !regionRE.MatchString(c.RawRegion):
-		add("region %q is not an AWS region name (set skip_region_validation to use it anyway)", c.RawRegion)
-	}
-	if (c.AccessKey == "") != (c.SecretKey == "") {
-		add("access_key and secret_key must be given together")
-	}
-	if c.Token != "" && c.AccessKey == "" {
-		add("token needs access_key and secret_key")
-	}
-	for name, ep := range map[string]string{"custom_endpoint_ec2": c.CustomEndpointEC2, "custom_endpoint_ebs": c.CustomEndpointEBS} {
-		if ep == "" {
-			continue
-		}
-		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("%s %q is not an http(s) URL", name, ep)
-		}
-	}
-	c.AssumeRole.prepare(add)
-	for name, ep := range map[string]string{"custom_endpoint_sts": c.CustomEndpointSTS, "custom_endpoint_ssm": c.CustomEndpointSSM, "custom_endpoint_autoscaling": c.CustomEndpointAutoScaling} {
-		if ep == "" {
-			continue
-		}
-		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("%s %q is not an http(s) URL", name, ep)
-		}
-	}
-	if c.MaxRetries < 0 {
-		add("max_retries must not be negative")
-	} else if c.MaxRetries == 0 {
-		c.MaxRetries = DefaultMaxRetries
-	}
+	c.AccessConfig.Check(add)
 
 	// The AMI.
 	switch {
@@ -527,5 +493,44 @@ func (c *Config) prepareAmazonKeys(add func(string, ...any), warnings *[]string)
 	if !slices.Contains(Architectures, c.Architecture) {
 		add("architecture = %q is not supported: hotpath builds %s images (arm64 for Graviton is not built yet)",
 			c.Architecture, strings.Join(Architectures, ", "))
+	}
+}
+
+// Check validates the access settings and applies their defaults; add
+// collects each problem. hotpath-rollout shares it.
+func (c *AccessConfig) Check(add func(format string, args ...any)) {
+	switch {
+	case c.RawRegion == "":
+		add("region is required")
+	case !c.SkipRegionValidation && !regionRE.MatchString(c.RawRegion):
+		add("region %q is not an AWS region name (set skip_region_validation to use it anyway)", c.RawRegion)
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		add("access_key and secret_key must be given together")
+	}
+	if c.Token != "" && c.AccessKey == "" {
+		add("token needs access_key and secret_key")
+	}
+	for name, ep := range map[string]string{"custom_endpoint_ec2": c.CustomEndpointEC2, "custom_endpoint_ebs": c.CustomEndpointEBS} {
+		if ep == "" {
+			continue
+		}
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("%s %q is not an http(s) URL", name, ep)
+		}
+	}
+	c.AssumeRole.prepare(add)
+	for name, ep := range map[string]string{"custom_endpoint_sts": c.CustomEndpointSTS, "custom_endpoint_ssm": c.CustomEndpointSSM, "custom_endpoint_autoscaling": c.CustomEndpointAutoScaling} {
+		if ep == "" {
+			continue
+		}
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("%s %q is not an http(s) URL", name, ep)
+		}
+	}
+	if c.MaxRetries < 0 {
+		add("max_retries must not be negative")
+	} else if c.MaxRetries == 0 {
+		c.MaxRetries = DefaultMaxRetries
 	}
 }
