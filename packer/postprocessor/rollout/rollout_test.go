@@ -243,3 +243,17 @@ func TestPrepareErrors(t *testing.T) {
 		t.Errorf("defaults %+v", c)
 	}
 }
+
+// Past refresh_timeout the refresh counts as failed and is rolled back.
+func TestRolloutTimeout(t *testing.T) {
+	fl := newFleet(t)
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, map[string]interface{}{"refresh_timeout": "1ns"}).PostProcess(context.Background(), ui, fl.input())
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "did not finish within refresh_timeout") || !strings.Contains(err.Error(), "was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if fl.f.CountCalls("RollbackInstanceRefresh", 200) != 2 {
+		t.Errorf("%d rollbacks, want both groups", fl.f.CountCalls("RollbackInstanceRefresh", 200))
+	}
+}
