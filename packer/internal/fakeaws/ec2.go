@@ -97,6 +97,25 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 		op, ec2NS, body, op)
 }
 
+// selection reads what a Describe call asks for: the ids listed under
+// idKey (none: all, sorted), the values of its one supported filter, and
+// an owner that can only be "self".
+func selection(p map[string]string, idKey, filter string, all []string) (ids, values []string, f *Fault) {
+	values, err := filterValues(p, filter, filter)
+	if err != nil {
+		return nil, nil, badParam("%v", err)
+	}
+	if owners := list(p, "Owner", ""); len(owners) > 0 && (len(owners) != 1 || owners[0] != "self") {
+		return nil, nil, badParam("fakeaws: Owner must be self, not %v", owners)
+	}
+	ids = list(p, idKey, "")
+	if len(ids) == 0 {
+		ids = all
+		sort.Strings(ids)
+	}
+	return ids, values, nil
+}
+
 // afterCall flushes the answer, then tells the test's OnCall hook: a hook
 // that cancels the client sees the answer delivered first.
 func afterCall(w http.ResponseWriter, onCall func(string, int), op string, status int) {
@@ -170,21 +189,15 @@ var (
 func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *Fault) {
 	switch op {
 	case "DescribeSnapshots":
-		desc, err := filterValues(p, "description", "description")
-		if err != nil {
-			return "", badParam("%v", err)
-		}
-		if owners := list(p, "Owner", ""); len(owners) > 0 && (len(owners) != 1 || owners[0] != "self") {
-			return "", badParam("fakeaws: Owner must be self, not %v", owners)
-		}
-		ids := list(p, "SnapshotId", "")
-		if len(ids) == 0 {
-			for _, sn := range s.snapshots {
-				if sn.Region == region {
-					ids = append(ids, sn.ID)
-				}
+		var all []string
+		for _, sn := range s.snapshots {
+			if sn.Region == region {
+				all = append(all, sn.ID)
 			}
-			sort.Strings(ids)
+		}
+		ids, desc, f := selection(p, "SnapshotId", "description", all)
+		if f != nil {
+			return "", f
 		}
 		var b strings.Builder
 		b.WriteString("<snapshotSet>")
@@ -283,21 +296,15 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 		return "<imageId>" + im.ID + "</imageId>", nil
 
 	case "DescribeImages":
-		names, err := filterValues(p, "name", "name")
-		if err != nil {
-			return "", badParam("%v", err)
-		}
-		if owners := list(p, "Owner", ""); len(owners) > 0 && (len(owners) != 1 || owners[0] != "self") {
-			return "", badParam("fakeaws: Owner must be self, not %v", owners)
-		}
-		ids := list(p, "ImageId", "")
-		if len(ids) == 0 {
-			for _, im := range s.images {
-				if im.Region == region {
-					ids = append(ids, im.ID)
-				}
+		var all []string
+		for _, im := range s.images {
+			if im.Region == region {
+				all = append(all, im.ID)
 			}
-			sort.Strings(ids)
+		}
+		ids, names, f := selection(p, "ImageId", "name", all)
+		if f != nil {
+			return "", f
 		}
 		var b strings.Builder
 		b.WriteString("<imagesSet>")
