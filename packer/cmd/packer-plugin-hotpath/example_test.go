@@ -4,11 +4,11 @@ import (
 	"os"
 	"testing"
 
+	goversion "github.com/hashicorp/go-version"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/hashicorp/hcl/v2/hclparse"
-	goversion "github.com/hashicorp/go-version"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	hpimage "github.com/hotpath-dev/hotpath/image"
 	"github.com/hotpath-dev/hotpath/packer/builder/image"

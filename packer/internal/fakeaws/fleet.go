@@ -35,6 +35,9 @@ type Group struct {
 	// Updated counts the instances running the refresh's desired
 	// configuration (a failed refresh leaves the group mixed).
 	Updated int
+	// failAt and failReason arm a failure for the next refresh.
+	failAt     int
+	failReason string
 }
 
 // Refresh is one instance refresh.
@@ -93,7 +96,7 @@ func (s *Server) FailRefresh(region, name string, atPercent int, reason string) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[region+"/"+name]
-	g.Refreshes = append(g.Refreshes, Refresh{Status: "armed", failAt: max(atPercent, 1), failReason: reason})
+	g.failAt, g.failReason = max(atPercent, 1), reason
 }
 
 // LaunchTemplates returns copies of the launch templates, by id.
@@ -361,11 +364,7 @@ func (s *Server) autoScalingOp(op string, p map[string]string, region string) (s
 		}
 		rf.ID = fmt.Sprintf("%08x-0000-4000-8000-%012x", s.seq+1, s.seq+1)
 		s.seq++
-		// An armed failure applies to this refresh.
-		if n := len(g.Refreshes); n > 0 && g.Refreshes[n-1].Status == "armed" {
-			rf.failAt, rf.failReason = g.Refreshes[n-1].failAt, g.Refreshes[n-1].failReason
-			g.Refreshes = g.Refreshes[:n-1]
-		}
+		rf.failAt, rf.failReason, g.failAt = g.failAt, g.failReason, 0
 		g.Updated = 0
 		g.Refreshes = append(g.Refreshes, rf)
 		return "<InstanceRefreshId>" + rf.ID + "</InstanceRefreshId>", nil
@@ -376,7 +375,7 @@ func (s *Server) autoScalingOp(op string, p map[string]string, region string) (s
 		b.WriteString("<InstanceRefreshes>")
 		for i := len(g.Refreshes) - 1; i >= 0; i-- {
 			rf := &g.Refreshes[i]
-			if rf.Status == "armed" || len(ids) > 0 && !oneOf(rf.ID, ids...) {
+			if len(ids) > 0 && !oneOf(rf.ID, ids...) {
 				continue
 			}
 			s.advance(g, rf)
