@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	registryimage "github.com/hashicorp/packer-plugin-sdk/packer/registry/image"
 	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
 )
@@ -524,5 +525,35 @@ func TestPostProcessAmazonKeys(t *testing.T) {
 	// A protected AMI cannot be deregistered: Destroy says so.
 	if err := a.Destroy(); err == nil || !strings.Contains(err.Error(), "deregistration protection") {
 		t.Errorf("Destroy of protected AMIs: %v", err)
+	}
+}
+
+// The HCP Packer registry metadata: the AMI registered from the disk has
+// no source image (the disk is no image id; its sha256 and the snapshot
+// are labels), each copy's source is that AMI.
+func TestRegistryMetadata(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	in := &packersdk.MockArtifact{FilesValue: []string{path}, StateValues: map[string]interface{}{"disk_sha256": "d15c"}}
+	a, _, _, err := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}}).PostProcess(context.Background(), new(uitest.UI), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, ok := a.State(registryimage.ArtifactStateURI).([]*registryimage.Image)
+	if !ok || len(imgs) != 2 {
+		t.Fatalf("registry images %#v", a.State(registryimage.ArtifactStateURI))
+	}
+	amis := a.State("amis").(map[string]string)
+	snaps := a.State("snapshots").(map[string]string)
+	for _, im := range imgs {
+		want := ""
+		if im.ProviderRegion == "us-east-1" {
+			want = amis["eu-west-1"]
+		}
+		if im.ImageID != amis[im.ProviderRegion] || im.SourceImageID != want || strings.HasPrefix(im.SourceImageID, "/") ||
+			im.Labels["disk_sha256"] != "d15c" || im.Labels["snapshot_id"] != snaps[im.ProviderRegion] {
+			t.Errorf("registry image %+v", im)
+		}
 	}
 }
