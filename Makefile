@@ -7,6 +7,7 @@
 #   make bench-vm  the appliance against Debian's stock kernel, both in QEMU
 #   make kernel    only the appliance kernel (cached, see kernel-config/)
 #   make plugin    packer/packer-plugin-hotpath
+#   make plugin-release PLUGIN_VERSION=x.y.z   packer/dist: binaries, zips, SHA256SUMS, manifest
 #
 # Set-up is part of every target: image/deps.sh installs what is missing from
 # Debian's packages (it says what and why) and does nothing when all is there.
@@ -25,7 +26,7 @@ HOTPATH_KERNEL = $(GO) run ./kernel-config/cmd/hotpath-kernel
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/tests/e2e$$')
 
 .PHONY: all deps deps-bench kernel image run test vet unit e2e packer-test \
-	packer-generate-check plugin bench bench-vm
+	packer-generate-check plugin plugin-release bench bench-vm
 
 all: image
 
@@ -68,6 +69,14 @@ packer-generate-check:
 
 plugin:
 	cd packer && $(GO) build -o packer-plugin-hotpath ./cmd/packer-plugin-hotpath
+
+# Release files for Packer's installer in packer/dist/ (see packer/README.md):
+# make plugin-release PLUGIN_VERSION=0.1.0 [PLUGIN_TARGETS=linux/amd64,...]
+PLUGIN_TARGETS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
+plugin-release:
+	@test -n "$(PLUGIN_VERSION)" || { echo "set PLUGIN_VERSION, e.g. make plugin-release PLUGIN_VERSION=0.1.0"; exit 1; }
+	rm -rf packer/dist
+	cd packer && $(GO) run ./tools/release -version $(PLUGIN_VERSION) -targets $(PLUGIN_TARGETS) -out dist
 
 # Side by side on loopback: hotpath, fasthttp, net/http, nginx and a minimal
 # epoll responder; server on CPU 0, wrk on CPU 1. Knobs: ROUNDS DURATION

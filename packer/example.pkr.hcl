@@ -1,8 +1,22 @@
 # hotpath: build the tuned appliance and register it as an AMI.
 #
-#   cd packer && go build -o packer-plugin-hotpath ./cmd/packer-plugin-hotpath
-#   packer plugins install --path ./packer-plugin-hotpath github.com/hotpath-dev/hotpath
-#   packer build -var version=1.0.0 example.pkr.hcl        # from inside the hotpath tree
+# Install the plugin (no Packer download of it is needed):
+#
+#   make plugin-release PLUGIN_VERSION=0.1.0     # in the hotpath tree
+#   packer plugins install --path packer/dist/packer-plugin-hotpath_v0.1.0_x5.0_linux_amd64 \
+#       github.com/hotpath-dev/hotpath
+#   packer init example.pkr.hcl                  # satisfied by the install above
+#   packer build -var version=1.0.0 example.pkr.hcl
+#
+# `packer init` downloads only when no installed version matches: it would
+# look for the release assets of github.com/hotpath-dev/packer-plugin-hotpath
+# (Packer adds the packer-plugin- prefix to the repository name); upload
+# packer/dist/*.zip, *_SHA256SUMS and *_manifest.json there as release
+# v0.1.0 to make that work for everyone.
+#
+# Run from inside the hotpath tree (the init is built from it), or set
+# init_binary = "hotpath-init_v0.1.0_linux_amd64" (shipped next to the
+# plugin) and workload_binary to build anywhere.
 #
 # Credentials and the rest of the AWS configuration come from the standard
 # chain (AWS_PROFILE, ~/.aws, SSO, environment, instance role); the IAM
@@ -11,18 +25,16 @@
 # ec2:RegisterImage, ec2:DescribeImages, ec2:DeregisterImage,
 # ec2:CreateTags, ec2:CopyImage and ec2:ModifyImageAttribute (plus
 # kms:GenerateDataKeyWithoutPlaintext / kms:CreateGrant with encrypt_boot).
+# example-fleet.pkr.hcl goes on to roll the AMI onto an Auto Scaling group.
 
-# Needed only when installing a released plugin with `packer init`; a
-# locally built one installed with `packer plugins install --path` is found
-# without it.
-# packer {
-#   required_plugins {
-#     hotpath = {
-#       source  = "github.com/hotpath-dev/hotpath"
-#       version = ">= 0.1.0"
-#     }
-#   }
-# }
+packer {
+  required_plugins {
+    hotpath = {
+      source  = "github.com/hotpath-dev/hotpath"
+      version = ">= 0.1.0"
+    }
+  }
+}
 
 variable "version" {
   type    = string
@@ -40,6 +52,7 @@ source "hotpath-image" "json" {
   # workload        = "./cmd/myserver"         # your own Go package ...
   # workload_dir    = "/src/myserver"          # ... built in this module
   # workload_binary = "/path/to/static-binary" # or a prebuilt static binary
+  # init_binary     = "hotpath-init_v0.1.0_linux_amd64" # outside the hotpath tree
   output_directory = "output-hotpath-${var.version}"
   # kernel_cmdline = "hotpath.workload.port=8080" # init.conf overrides at boot
   init_config = {
@@ -61,9 +74,11 @@ build {
     snapshot_tags = {
       Name = "hotpath-${var.version}-root"
     }
-    # encrypt_boot = true
-    # kms_key_id   = "arn:aws:kms:eu-west-1:111122223333:key/..."
-    # ami_regions  = ["us-east-1"]
-    # ami_users    = ["111122223333"]
+    # encrypt_boot       = true
+    # kms_key_id         = "arn:aws:kms:eu-west-1:111122223333:key/..."
+    # ami_regions        = ["us-east-1"]
+    # region_kms_key_ids = { "us-east-1" = "arn:aws:kms:us-east-1:111122223333:key/..." }
+    # ami_users          = ["111122223333"] # sharing encrypted AMIs needs the keys above
+    # force_deregister   = true             # replace an AMI of the same name
   }
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,6 +138,9 @@ func TestPrepareErrors(t *testing.T) {
 		{"unknown init key", base("init_config_file", badConf), "no.such.key"},
 		{"unknown init_config key", base("init_config", map[string]string{"bogus": "1"}), "bogus"},
 		{"bad init_config key", base("init_config", map[string]string{"a=b": "1"}), "must be one key=value line"},
+		{"unknown cmdline key", base("kernel_cmdline", "quiet hotpath.bogus=1"), "bogus"},
+		{"bad cmdline value", base("kernel_cmdline", "hotpath.workload.port=http"), "workload.port"},
+		{"init_binary missing", base("init_binary", "/nonexistent/init"), "init_binary"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Config
@@ -229,5 +233,53 @@ func TestRunFailureRemovesOutput(t *testing.T) {
 	}
 	if !ui.Contains("Removing " + out) {
 		t.Errorf("UI does not report the clean-up:\n%s", ui.Text())
+	}
+}
+
+// staticBinary builds the fixture's package pkg as a static linux/amd64
+// binary, as a user would ship a prebuilt init or workload.
+func staticBinary(t *testing.T, root, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// Outside the hotpath tree the builder needs the init (and the workload)
+// as prebuilt binaries; with them, it builds from anywhere.
+func TestOutsideTheTree(t *testing.T) {
+	root := fixture(t)
+	initBin := staticBinary(t, root, "./init")
+	workBin := staticBinary(t, root, "./server/cmd/hotpath-json")
+	t.Chdir(t.TempDir())
+
+	var c Config
+	_, err := c.Prepare(map[string]interface{}{"output_directory": filepath.Join(t.TempDir(), "out")})
+	if err == nil || !strings.Contains(err.Error(), "set hotpath_root, or give init_binary and workload_binary") {
+		t.Fatalf("Prepare outside the tree without binaries: %v", err)
+	}
+
+	out := filepath.Join(t.TempDir(), "out")
+	b := Builder{kernel: standInKernel(t)}
+	if _, _, err := b.Prepare(map[string]interface{}{
+		"output_directory": out, "init_binary": initBin, "workload_binary": workBin,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	a, err := b.Run(context.Background(), ui, &packersdk.MockHook{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	if !ui.Contains("init: prebuilt " + initBin) {
+		t.Errorf("the init was not taken from init_binary:\n%s", ui.Text())
+	}
+	if _, err := os.Stat(a.Files()[0]); err != nil {
+		t.Error(err)
 	}
 }

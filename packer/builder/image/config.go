@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
 	hpimage "github.com/hotpath-dev/hotpath/image"
-	initconfig "github.com/hotpath-dev/hotpath/init/config"
 )
 
 // Config is the hotpath-image builder's configuration.
@@ -27,8 +26,14 @@ type Config struct {
 	// runs with -force.
 	OutputDir string `mapstructure:"output_directory"`
 	// The hotpath source tree (the init is built from it, and the default
-	// workload); default: found from the working directory upwards.
+	// workload); default: found from the working directory upwards. Not
+	// needed when init_binary and workload_binary (or workload with
+	// workload_dir) are given: then packer build runs anywhere.
 	HotpathRoot string `mapstructure:"hotpath_root"`
+	// A prebuilt static linux/amd64 hotpath init (PID 1) instead of
+	// building ./init from hotpath_root; `make plugin-release` ships one
+	// next to the plugin.
+	InitBinary string `mapstructure:"init_binary"`
 	// The workload as a Go package: an import path or a ./relative path,
 	// built statically in workload_dir; default hotpath's JSON server.
 	Workload string `mapstructure:"workload"`
@@ -87,16 +92,30 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	if _, err := os.Stat(c.OutputDir); err == nil && !c.PackerForce {
 		add("output_directory %s exists; delete it or run packer build -force", c.OutputDir)
 	}
+	// The source tree is needed for what is built from it: the init
+	// unless init_binary is given, the default workload.
+	needRoot := c.InitBinary == "" || c.WorkloadBinary == "" && c.WorkloadDir == ""
 	if c.HotpathRoot == "" {
 		wd, err := os.Getwd()
 		if err == nil {
 			c.HotpathRoot, err = hpimage.FindRoot(wd)
 		}
+		if err != nil && needRoot {
+			add("the working directory is not in the hotpath tree (%v): set hotpath_root, or give init_binary and "+
+				"workload_binary (or workload with workload_dir) to build outside it", err)
+		}
 		if err != nil {
-			add("hotpath_root is not set and the working directory is not in the hotpath tree: %v", err)
+			c.HotpathRoot = ""
 		}
 	} else if _, err := os.Stat(filepath.Join(c.HotpathRoot, "go.mod")); err != nil {
 		add("hotpath_root %s is not a Go module: %v", c.HotpathRoot, err)
+	}
+	if c.InitBinary != "" {
+		if fi, err := os.Stat(c.InitBinary); err != nil {
+			add("init_binary: %v", err)
+		} else if !fi.Mode().IsRegular() {
+			add("init_binary %s is not a file", c.InitBinary)
+		}
 	}
 	if c.Workload != "" && c.WorkloadBinary != "" {
 		add("workload and workload_binary are exclusive")
@@ -131,13 +150,14 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 		add("kernel_cmdline must be one line")
 	}
 
-	// Check the init configuration now, with the init's own parser,
-	// rather than after a kernel build.
+	// Check the init configuration and the command line's hotpath.*
+	// words now, with the image package's checker (the init's own
+	// parser), rather than after a kernel build.
 	text, err := c.initConf()
 	if err != nil {
 		add("%v", err)
-	} else if _, err := initconfig.Parse(strings.NewReader(text)); err != nil {
-		add("init configuration: %v", err)
+	} else if _, err := hpimage.CheckConfig([]byte(text), c.KernelCmdline); err != nil {
+		add("%v", err)
 	}
 
 	if errs != nil && len(errs.Errors) > 0 {

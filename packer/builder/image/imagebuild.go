@@ -3,6 +3,7 @@ package image
 import (
 	"context"
 	"io"
+	"os"
 
 	hpimage "github.com/hotpath-dev/hotpath/image"
 )
@@ -28,6 +29,17 @@ func buildImage(ctx context.Context, c *Config, kernel hpimage.KernelBuilder, lo
 		SourceDateEpoch: c.SourceDateEpoch,
 		Log:             log,
 		Kernel:          kernel,
+	}
+	if c.InitBinary != "" {
+		o.Init = hpimage.Program{Binary: c.InitBinary}
+	}
+	if o.Root == "" {
+		// Outside the hotpath tree: everything comes from given paths;
+		// the go command (for its version in the manifest) runs here.
+		o.Root = c.WorkloadDir
+		if o.Root == "" {
+			o.Root = os.TempDir()
+		}
 	}
 	switch {
 	case c.WorkloadBinary != "":

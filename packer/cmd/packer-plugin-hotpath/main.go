@@ -1,6 +1,8 @@
 // Command packer-plugin-hotpath is the hotpath Packer plugin: the builder
 // hotpath-image (the appliance disk image) and the post-processor
-// hotpath-ami (that disk as an AMI, uploaded with the EBS direct APIs).
+// hotpath-ami (that disk as an AMI, uploaded with the EBS direct APIs),
+// and the post-processor hotpath-rollout (the AMIs onto a fleet: SSM
+// parameter, launch template version, Instance Refresh).
 //
 // Packer starts it; run alone it only answers `describe`. Install a local
 // build with `packer plugins install --path packer-plugin-hotpath
@@ -14,6 +16,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/plugin"
 	"github.com/hotpath-dev/hotpath/packer/builder/image"
 	"github.com/hotpath-dev/hotpath/packer/postprocessor/ami"
+	"github.com/hotpath-dev/hotpath/packer/postprocessor/rollout"
 	"github.com/hotpath-dev/hotpath/packer/version"
 )
 
@@ -21,6 +24,7 @@ func main() {
 	pps := plugin.NewSet()
 	pps.RegisterBuilder("image", new(image.Builder))
 	pps.RegisterPostProcessor("ami", new(ami.PostProcessor))
+	pps.RegisterPostProcessor("rollout", new(rollout.PostProcessor))
 	pps.SetVersion(version.Version)
 	if err := pps.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

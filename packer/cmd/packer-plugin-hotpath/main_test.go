@@ -78,7 +78,7 @@ func TestDescribe(t *testing.T) {
 	if err := json.Unmarshal(out, &d); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(d.Builders, ",") != "image" || strings.Join(d.PostProcessors, ",") != "ami" ||
+	if strings.Join(d.Builders, ",") != "image" || strings.Join(d.PostProcessors, ",") != "ami,rollout" ||
 		d.Version == "" || d.SDKVersion != "0.6.6" || d.ProtocolVersion != plugin.ProtocolVersion2 {
 		t.Errorf("describe: %s", out)
 	}
@@ -349,7 +349,11 @@ func TestPostProcessorRPC(t *testing.T) {
 	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
 	pp := client.PostProcessor()
 	spec := pp.ConfigSpec()
-	for _, k := range []string{"region", "ami_name", "ami_regions", "encrypt_boot", "kms_key_id", "tags", "snapshot_tags", "skip_region_validation", "upload_workers"} {
+	for _, k := range []string{"region", "ami_name", "ami_regions", "encrypt_boot", "kms_key_id", "tags", "snapshot_tags", "skip_region_validation", "upload_workers",
+		// The amazon plugin's keys (issue #14, item 7).
+		"force_deregister", "force_delete_snapshot", "assume_role", "region_kms_key_ids", "snapshot_users", "snapshot_groups",
+		"ami_org_arns", "ami_ou_arns", "deprecate_at", "deregistration_protection", "tag", "snapshot_tag",
+		"boot_mode", "imds_support", "ena_support", "sriov_support", "tpm_support", "architecture"} {
 		if _, ok := spec[k]; !ok {
 			t.Errorf("ConfigSpec lacks %s", k)
 		}
@@ -557,6 +561,17 @@ func TestBuildAndPostProcessRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAMIs(t, f, a, pui, sum, fi.Size())
+
+	// ... and on to the fleet.
+	vars["lt_us"] = fleet(t, f)
+	if _, _, err := runRollout(t, ctx, vars, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct{ region, name string }{{"eu-west-1", "web"}, {"us-east-1", "web-us"}} {
+		if gs := f.GroupState(g.region, g.name); gs.Refreshes[0].Status != "Successful" || !strings.HasPrefix(a.Id(), "eu-west-1:"+gs.Running) && !strings.HasSuffix(a.Id(), "us-east-1:"+gs.Running) {
+			t.Errorf("group %s: %+v (AMIs %s)", g.name, gs, a.Id())
+		}
+	}
 }
 
 // Cancelling the build (Packer core cancels the context, the RPC client
@@ -587,5 +602,313 @@ func TestPostProcessorRPCCancel(t *testing.T) {
 	}
 	if !ui.Contains("Deleted snapshot") {
 		t.Errorf("UI does not report the clean-up")
+	}
+}
+
+// Every check of issue #14's items 2-4 refuses the template through the
+// plugin, as `packer validate` would show it.
+func TestValidationRPC(t *testing.T) {
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": "http://127.0.0.1:1", "out": "x"}, nil, pp.ConfigSpec())
+	key := func(region string) string {
+		return "arn:aws:kms:" + region + ":123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab"
+	}
+	for _, tc := range []struct {
+		name  string
+		extra map[string]interface{}
+		want  string
+	}{
+		{"shared, encrypted with the managed key", map[string]interface{}{"encrypt_boot": true},
+			"encrypt_boot without kms_key_id cannot be shared"},
+		{"shared copy without its region's key", map[string]interface{}{"encrypt_boot": true, "kms_key_id": key("eu-west-1")},
+			"region_kms_key_ids needs a customer managed key for us-east-1"},
+		{"key of the wrong region", map[string]interface{}{"encrypt_boot": true, "kms_key_id": key("eu-west-1"),
+			"region_kms_key_ids": map[string]string{"us-east-1": key("eu-west-1")}}, "is a key of eu-west-1, not of us-east-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := pp.Configure(coreVars("hotpath-image"), cfg, tc.extra)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Configure: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if err := pp.Configure(coreVars("hotpath-image"), cfg, map[string]interface{}{"encrypt_boot": true,
+		"region_kms_key_ids": map[string]string{"eu-west-1": key("eu-west-1"), "us-east-1": key("us-east-1")}}); err != nil {
+		t.Errorf("per-region keys refused: %v", err)
+	}
+
+	bc := start(t, "builder", "image", false)
+	b := bc.Builder()
+	bcfg, _ := decode(t, map[string]string{"out": filepath.Join(t.TempDir(), "out"), "version": "1", "key": "k", "endpoint": "http://x"}, b.ConfigSpec(), nil)
+	for _, tc := range []struct{ cmdline, want string }{
+		{"hotpath.bogus=1", "bogus"},
+		{"quiet hotpath.workload.port=http", "workload.port"},
+	} {
+		if _, _, err := b.Prepare(coreVars("hotpath-image"), bcfg, map[string]interface{}{"hotpath_root": fixtureRoot(t), "kernel_cmdline": tc.cmdline}); err == nil ||
+			!strings.Contains(err.Error(), tc.want) {
+			t.Errorf("kernel_cmdline %q: %v, want %q", tc.cmdline, err, tc.want)
+		}
+	}
+}
+
+// A duplicate ami_name stops the run before the upload (item 3), in the
+// build region or any copy region.
+func TestDuplicateNameRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	disk, _ := sparseDisk(t)
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x"}, nil, pp.ConfigSpec())
+	if err := pp.Configure(coreVars("hotpath-image"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := pp.PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{FilesValue: []string{disk}}); err != nil {
+		t.Fatal(err)
+	}
+	starts := f.CountCalls("StartSnapshot", 0)
+	ui := new(uitest.UI)
+	_, _, _, err := pp.PostProcess(context.Background(), ui, &packersdk.MockArtifact{FilesValue: []string{disk}})
+	if err == nil || !strings.Contains(err.Error(), `ami_name "hotpath 1.0" is already used by ami-`) {
+		t.Errorf("second run: %v", err)
+	}
+	if n := f.CountCalls("StartSnapshot", 0) - starts; n != 0 {
+		t.Errorf("%d uploads started for a taken name", n)
+	}
+}
+
+// Ctrl-C while the copies are pending (item 1): EC2 does not name a
+// pending copy's snapshot, and the clean-up still deletes the copy and
+// its snapshot; the message says "cancelled" (item 6).
+func TestPendingCopyCancelRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	f.CopyPendingPolls = 1 << 20
+	disk, _ := sparseDisk(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var copied sync.Once
+	f.OnCall = func(op string, status int) {
+		if op == "CopyImage" && status == 200 {
+			copied.Do(func() { time.AfterFunc(100*time.Millisecond, cancel) })
+		}
+	}
+	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	pp := client.PostProcessor()
+	_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x"}, nil, pp.ConfigSpec())
+	if err := pp.Configure(coreVars("hotpath-image"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	_, _, _, err := pp.PostProcess(ctx, ui, &packersdk.MockArtifact{FilesValue: []string{disk}})
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "cancelled; everything created was deleted") {
+		t.Errorf("err %v", err)
+	}
+	if ui.Contains("context canceled") {
+		t.Errorf("the UI shows the context error instead of the cancel")
+	}
+	if f.CountCalls("CopyImage", 200) != 1 {
+		t.Fatalf("no copy was started")
+	}
+	if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
+		t.Errorf("left behind: %+v images, %+v snapshots", f.Images(), f.Snapshots())
+	}
+}
+
+// rolloutTemplate is the hotpath-rollout block of a build, after
+// hotpath-ami in a post-processors chain.
+const rolloutTemplate = `
+post-processor "hotpath-rollout" {
+  region                      = "eu-west-1"
+  access_key                  = var.key
+  secret_key                  = "secret"
+  custom_endpoint_ec2         = var.endpoint
+  custom_endpoint_ssm         = var.endpoint
+  custom_endpoint_autoscaling = var.endpoint
+  ssm_parameter               = "/hotpath/prod/x86_64/latest/image_id"
+  target {
+    launch_template_name = "hotpath"
+    set_default_version  = true
+    auto_scaling_groups  = ["web"]
+  }
+  target {
+    region              = "us-east-1"
+    launch_template_id  = var.lt_us
+    auto_scaling_groups = ["web-us"]
+  }
+  min_healthy_percentage = 100
+  max_healthy_percentage = 150
+  instance_warmup        = "60s"
+  checkpoint_percentages = [50, 100]
+  checkpoint_delay       = "5m"
+  poll_interval          = "20ms"
+}
+`
+
+func decodeRollout(t *testing.T, vars map[string]string, spec hcldec.ObjectSpec) cty.Value {
+	t.Helper()
+	f, diags := hclparse.NewParser().ParseHCL([]byte(rolloutTemplate), "rollout.pkr.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	vals := map[string]cty.Value{}
+	for k, v := range vars {
+		vals[k] = cty.StringVal(v)
+	}
+	content, diags := f.Body.Content(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "post-processor", LabelNames: []string{"type"}}}})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	v, diags := hcldec.Decode(content.Blocks[0].Body, spec, &hcl.EvalContext{Variables: map[string]cty.Value{"var": cty.ObjectVal(vals)}})
+	if diags.HasErrors() {
+		t.Fatalf("decode the hotpath-rollout block with the plugin's spec: %v", diags)
+	}
+	return v
+}
+
+// rolloutRun builds AMIs with the hotpath-ami plugin (eu-west-1, copied
+// to us-east-1) from a disk, then hands its artifact — over RPC, as
+// Packer chains post-processors — to the hotpath-rollout plugin, against
+// a fleet of two groups on the old AMI.
+// arm, if not nil, runs once the fleet exists.
+func rolloutRun(t *testing.T, f *fakeaws.Server, ctx context.Context, arm func()) (*uitest.UI, packersdk.Artifact, error) {
+	t.Helper()
+	ltUS := fleet(t, f)
+	if arm != nil {
+		arm()
+	}
+	disk, _ := sparseDisk(t)
+	vars := map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x", "lt_us": ltUS}
+
+	ac := start(t, "post-processor", "ami", true, awsEnv(t)...)
+	app := ac.PostProcessor()
+	_, acfg := decode(t, vars, nil, app.ConfigSpec())
+	if err := app.Configure(coreVars("hotpath-image"), acfg); err != nil {
+		t.Fatal(err)
+	}
+	aui := new(uitest.UI)
+	amis, _, _, err := app.PostProcess(context.Background(), aui, &packersdk.MockArtifact{FilesValue: []string{disk}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, aui.Text())
+	}
+	return runRollout(t, ctx, vars, amis)
+}
+
+// fleet creates, in the fake, two Auto Scaling groups running an old AMI
+// from launch templates in eu-west-1 and us-east-1, and the SSM parameter
+// naming the old AMI; it returns the us-east-1 launch template's id.
+func fleet(t *testing.T, f *fakeaws.Server) string {
+	old := f.AddImage("eu-west-1", "hotpath 0.9")
+	oldUS := f.AddImage("us-east-1", "hotpath 0.9")
+	lt := f.AddLaunchTemplate("eu-west-1", "hotpath", old)
+	ltUS := f.AddLaunchTemplate("us-east-1", "hotpath", oldUS)
+	f.AddGroup("eu-west-1", "web", lt, "$Default", 6)
+	f.AddGroup("us-east-1", "web-us", ltUS, "1", 3)
+	f.PutParameterValue("eu-west-1", "/hotpath/prod/x86_64/latest/image_id", old)
+	return ltUS
+}
+
+// runRollout runs the hotpath-rollout plugin on the AMIs of another plugin's
+// artifact.
+func runRollout(t *testing.T, ctx context.Context, vars map[string]string, amis packersdk.Artifact) (*uitest.UI, packersdk.Artifact, error) {
+	rc := start(t, "post-processor", "rollout", true, awsEnv(t)...)
+	rpp := rc.PostProcessor()
+	if err := rpp.Configure(coreVars("hotpath-image"), decodeRollout(t, vars, rpp.ConfigSpec())); err != nil {
+		t.Fatal(err)
+	}
+	ui := new(uitest.UI)
+	a, _, _, err := rpp.PostProcess(ctx, ui, amis)
+	t.Logf("hotpath-rollout UI:\n%s", ui.Text())
+	return ui, a, err
+}
+
+// The whole hand-over: AMI -> SSM parameter -> launch template version
+// -> Instance Refresh, to Successful in both regions.
+func TestRolloutRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	ui, a, err := rolloutRun(t, f, context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eu, us string
+	for _, im := range f.Images() {
+		if im.Name == "hotpath 1.0" && im.Region == "eu-west-1" {
+			eu = im.ID
+		}
+		if im.Name == "hotpath 1.0" && im.Region == "us-east-1" {
+			us = im.ID
+		}
+	}
+	if a.Id() != "eu-west-1:"+eu+",us-east-1:"+us {
+		t.Errorf("artifact %s", a.Id())
+	}
+	for r, want := range map[string]string{"eu-west-1": eu, "us-east-1": us} {
+		if pm, ok := f.Parameter(r, "/hotpath/prod/x86_64/latest/image_id"); !ok || pm.Value != want {
+			t.Errorf("parameter in %s: %+v", r, pm)
+		}
+	}
+	for _, g := range []struct{ region, name, ami string }{{"eu-west-1", "web", eu}, {"us-east-1", "web-us", us}} {
+		gs := f.GroupState(g.region, g.name)
+		if gs.Running != g.ami || gs.Refreshes[0].Status != "Successful" || gs.Refreshes[0].MinHealthy != 100 || gs.Refreshes[0].MaxHealthy != 150 {
+			t.Errorf("group %s: %+v", g.name, gs)
+		}
+	}
+	for _, s := range []string{"web (eu-west-1): InProgress", "instances to update", "Waiting for the checkpoint delay (300s) at 50%", "web-us (us-east-1): Successful 100%"} {
+		if !ui.Contains(s) {
+			t.Errorf("UI does not say %q", s)
+		}
+	}
+}
+
+// A refresh that fails is rolled back, and the plugin says so and puts
+// the parameter and the default version back.
+func TestRolloutFailureRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	ui, _, err := rolloutRun(t, f, context.Background(), func() {
+		f.FailRefresh("eu-west-1", "web", 40, "3 targets failed the health check on the management port")
+	})
+	if err == nil || !strings.Contains(err.Error(), "RollbackSuccessful: Instance refresh failed: 3 targets failed the health check") ||
+		!strings.Contains(err.Error(), "group web in eu-west-1 was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if f.GroupState("eu-west-1", "web").Running == "" || f.LaunchTemplates()[f.GroupState("eu-west-1", "web").TemplateID].Default != 1 {
+		t.Errorf("default version not restored")
+	}
+	if !ui.Contains("is ami-") || !ui.Contains("again") {
+		t.Errorf("UI does not report the parameter restored")
+	}
+}
+
+// Ctrl-C while waiting for the refresh rolls it back, and the message
+// says what the groups run.
+func TestRolloutCancelRPC(t *testing.T) {
+	f := fakeaws.New("AKIDRPC")
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	f.OnCall = func(op string, _ int) {
+		if op == "DescribeInstanceRefreshes" {
+			once.Do(cancel)
+		}
+	}
+	ui, _, err := rolloutRun(t, f, ctx, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "cancelled; state left behind:") || !strings.Contains(err.Error(), "was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if ui.Contains("context canceled") {
+		t.Errorf("UI shows the context error")
+	}
+	if f.CountCalls("RollbackInstanceRefresh", 200) == 0 {
+		t.Errorf("no rollback")
+	}
+	for _, g := range []struct{ region, name string }{{"eu-west-1", "web"}, {"us-east-1", "web-us"}} {
+		if st := f.GroupState(g.region, g.name).Refreshes[0].Status; st != "RollbackSuccessful" {
+			t.Errorf("%s: %s", g.name, st)
+		}
 	}
 }

@@ -53,7 +53,7 @@ func (s *Server) serveEBS(w http.ResponseWriter, r *http.Request, region string)
 	}
 	s.mu.Lock()
 	status, resp, hdr, f := s.ebsOp(op, parts, r, body, region)
-	s.record(op, region, status)
+	s.record(r, op, region, status)
 	onPut := s.OnPut
 	s.mu.Unlock()
 	if f != nil {

@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 const ec2NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -66,8 +68,13 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 		body string
 		f    *Fault
 	)
+	spec, known := ec2Params[op]
 	if p["Version"] != "2016-11-15" {
 		f = badParam("Version %q", p["Version"])
+	} else if !known {
+		f = &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+	} else if err := checkQuery(spec, p); err != nil {
+		f = &Fault{Status: 400, Code: "UnknownParameter", Message: err.Error()}
 	} else if ff, ok := s.fault(op); ok {
 		f = &ff
 	} else {
@@ -77,8 +84,10 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 	if f != nil {
 		status = f.Status
 	}
-	s.record(op, region, status)
+	s.record(r, op, region, status)
+	onCall := s.OnCall
 	s.mu.Unlock()
+	defer afterCall(w, onCall, op, status)
 	if f != nil {
 		ec2Error(w, *f)
 		return
@@ -86,6 +95,37 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+`<%sResponse xmlns="%s"><requestId>fake-request</requestId>%s</%sResponse>`,
 		op, ec2NS, body, op)
+}
+
+// selection reads what a Describe call asks for: the ids listed under
+// idKey (none: all, sorted), the values of its one supported filter, and
+// an owner that can only be "self".
+func selection(p map[string]string, idKey, filter string, all []string) (ids, values []string, f *Fault) {
+	values, err := filterValues(p, filter, filter)
+	if err != nil {
+		return nil, nil, badParam("%v", err)
+	}
+	if owners := list(p, "Owner", ""); len(owners) > 0 && (len(owners) != 1 || owners[0] != "self") {
+		return nil, nil, badParam("fakeaws: Owner must be self, not %v", owners)
+	}
+	ids = list(p, idKey, "")
+	if len(ids) == 0 {
+		ids = all
+		sort.Strings(ids)
+	}
+	return ids, values, nil
+}
+
+// afterCall flushes the answer, then tells the test's OnCall hook: a hook
+// that cancels the client sees the answer delivered first.
+func afterCall(w http.ResponseWriter, onCall func(string, int), op string, status int) {
+	if onCall == nil {
+		return
+	}
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	onCall(op, status)
 }
 
 // list collects the values of Prefix.1, Prefix.2, ... (or, with a suffix,
@@ -139,6 +179,9 @@ func tagSet(m map[string]string) string {
 var (
 	amiNameRE = regexp.MustCompile(`^[a-zA-Z0-9().\-/_ '@\[\]]{3,128}$`)
 	accountRE = regexp.MustCompile(`^\d{12}$`)
+	kmsARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:kms:([a-z0-9-]+):\d{12}:key/[A-Za-z0-9-]+$`)
+	orgARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:organizations::\d{12}:organization/o-[a-z0-9]{10,32}$`)
+	ouARNRE   = regexp.MustCompile(`^arn:aws[a-z-]*:organizations::\d{12}:ou/o-[a-z0-9]{10,32}/ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}$`)
 )
 
 // ec2Op runs one EC2 operation under s.mu and returns the inner XML of its
@@ -146,12 +189,25 @@ var (
 func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *Fault) {
 	switch op {
 	case "DescribeSnapshots":
+		var all []string
+		for _, sn := range s.snapshots {
+			if sn.Region == region {
+				all = append(all, sn.ID)
+			}
+		}
+		ids, desc, f := selection(p, "SnapshotId", "description", all)
+		if f != nil {
+			return "", f
+		}
 		var b strings.Builder
 		b.WriteString("<snapshotSet>")
-		for _, id := range list(p, "SnapshotId", "") {
+		for _, id := range ids {
 			sn, ok := s.snapshots[id]
 			if !ok || sn.Region != region {
 				return "", &Fault{Status: 400, Code: "InvalidSnapshot.NotFound", Message: "The snapshot '" + id + "' does not exist."}
+			}
+			if len(desc) > 0 && !slices.ContainsFunc(desc, func(d string) bool { return globMatch(d, sn.Description) }) {
+				continue
 			}
 			state, progress := sn.State, "0%"
 			if sn.Completed {
@@ -176,7 +232,7 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 			Region: region, Name: p["Name"], Description: p["Description"],
 			Architecture: p["Architecture"], Virtualization: p["VirtualizationType"],
 			RootDevice: p["RootDeviceName"], BootMode: p["BootMode"], Imds: p["ImdsSupport"],
-			SriovNetSupport: p["SriovNetSupport"], EnaSupport: p["EnaSupport"] == "true",
+			SriovNetSupport: p["SriovNetSupport"], EnaSupport: p["EnaSupport"] == "true", Tpm: p["TpmSupport"],
 			Tags: map[string]string{}, State: "pending", Params: p, pendingPolls: s.PendingPolls,
 		}
 		if f := s.checkImageName(im.Name, region); f != nil {
@@ -193,6 +249,10 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 			return "", badParam("ImdsSupport %q", im.Imds)
 		case im.SriovNetSupport != "" && im.SriovNetSupport != "simple":
 			return "", badParam("SriovNetSupport %q", im.SriovNetSupport)
+		case im.Tpm != "" && im.Tpm != "v2.0":
+			return "", badParam("TpmSupport %q", im.Tpm)
+		case im.Tpm != "" && im.BootMode != "uefi":
+			return "", badParam("NitroTPM (TpmSupport) needs BootMode uefi, not %q", im.BootMode)
 		case len(im.Description) > 255:
 			return "", badParam("Description longer than 255 characters")
 		}
@@ -236,18 +296,34 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 		return "<imageId>" + im.ID + "</imageId>", nil
 
 	case "DescribeImages":
+		var all []string
+		for _, im := range s.images {
+			if im.Region == region {
+				all = append(all, im.ID)
+			}
+		}
+		ids, names, f := selection(p, "ImageId", "name", all)
+		if f != nil {
+			return "", f
+		}
 		var b strings.Builder
 		b.WriteString("<imagesSet>")
-		for _, id := range list(p, "ImageId", "") {
+		for _, id := range ids {
 			im, ok := s.images[id]
 			if !ok || im.Region != region {
 				return "", &Fault{Status: 400, Code: "InvalidAMIID.NotFound", Message: "The image id '[" + id + "]' does not exist"}
+			}
+			if len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return globMatch(n, im.Name) }) {
+				continue
 			}
 			if im.State == "pending" {
 				if im.pendingPolls > 0 {
 					im.pendingPolls--
 				} else {
 					im.State = "available"
+					if sn := s.snapshots[im.SnapshotID]; sn != nil && sn.State == "pending" {
+						sn.State, sn.Completed = "completed", true
+					}
 				}
 			}
 			b.WriteString(imageXML(im, s.snapshots[im.SnapshotID]))
@@ -260,6 +336,9 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 		im, ok := s.images[id]
 		if !ok || im.Region != region {
 			return "", &Fault{Status: 400, Code: "InvalidAMIID.NotFound", Message: "The image id '[" + id + "]' does not exist"}
+		}
+		if im.Protected {
+			return "", &Fault{Status: 400, Code: "InvalidParameter", Message: "Image " + id + " has deregistration protection enabled"}
 		}
 		delete(s.images, id)
 		return "<return>true</return>", nil
@@ -310,17 +389,29 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 		if f := s.checkImageName(p["Name"], region); f != nil {
 			return "", f
 		}
+		if k := p["KmsKeyId"]; k != "" {
+			if p["Encrypted"] != "true" {
+				return "", badParam("KmsKeyId requires Encrypted")
+			}
+			if m := kmsARNRE.FindStringSubmatch(k); m == nil || m[1] != region {
+				return "", &Fault{Status: 400, Code: "InvalidParameterValue", Message: "KmsKeyId " + k + " is not a KMS key ARN in " + region}
+			}
+		}
 		ssn := s.snapshots[src.SnapshotID]
+		id := s.nextID("ami")
+		// Like EC2: the copy's snapshot exists (pending) from the start,
+		// but DescribeImages names it only once the copy is available.
 		sn := &Snapshot{
 			ID: s.nextID("snap"), Region: region, OwnerID: ssn.OwnerID, VolumeSize: ssn.VolumeSize,
 			Encrypted: ssn.Encrypted || p["Encrypted"] == "true", KmsKeyArn: p["KmsKeyId"],
-			Description: "Copied for " + p["Name"], Tags: map[string]string{},
-			Blocks: ssn.Blocks, Sums: ssn.Sums, State: "completed", Completed: true,
+			Description: fmt.Sprintf("Copied for DestinationAmi %s from SourceAmi %s for SourceSnapshot %s. Task created on 1,767,225,600,000.", id, src.ID, ssn.ID),
+			Tags:        map[string]string{}, Blocks: ssn.Blocks, Sums: ssn.Sums, State: "pending",
 		}
 		s.snapshots[sn.ID] = sn
 		im := *src
-		im.ID, im.Region, im.Name, im.Description = s.nextID("ami"), region, p["Name"], p["Description"]
-		im.SnapshotID, im.State, im.pendingPolls = sn.ID, "pending", s.PendingPolls
+		im.ID, im.Region, im.Name, im.Description = id, region, p["Name"], p["Description"]
+		im.SnapshotID, im.State, im.pendingPolls = sn.ID, "pending", s.PendingPolls+s.CopyPendingPolls
+		im.Protected, im.DeprecateAt = false, ""
 		im.SourceRegion, im.SourceImageID = src.Region, src.ID
 		im.Tags, im.LaunchUsers, im.LaunchGroups, im.Params = map[string]string{}, nil, nil, p
 		s.images[im.ID] = &im
@@ -333,7 +424,21 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 		}
 		users := list(p, "LaunchPermission.Add", ".UserId")
 		groups := list(p, "LaunchPermission.Add", ".Group")
-		if len(users)+len(groups) == 0 {
+		orgs := list(p, "LaunchPermission.Add", ".OrganizationArn")
+		ous := list(p, "LaunchPermission.Add", ".OrganizationalUnitArn")
+		for _, o := range orgs {
+			if !orgARNRE.MatchString(o) {
+				return "", badParam("OrganizationArn %q", o)
+			}
+		}
+		for _, o := range ous {
+			if !ouARNRE.MatchString(o) {
+				return "", badParam("OrganizationalUnitArn %q", o)
+			}
+		}
+		im.LaunchOrgs = append(im.LaunchOrgs, orgs...)
+		im.LaunchOUs = append(im.LaunchOUs, ous...)
+		if len(users)+len(groups)+len(orgs)+len(ous) == 0 {
 			return "", &Fault{Status: 400, Code: "MissingParameter", Message: "no launch permission to add"}
 		}
 		for _, u := range users {
@@ -350,7 +455,77 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 		im.LaunchGroups = append(im.LaunchGroups, groups...)
 		return "<return>true</return>", nil
 	}
-	return "", &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+	return s.ec2Op2(op, p, region)
+}
+
+// ec2Op2 serves the AMI attributes the amazon plugin's keys set, and the
+// launch templates of the fleet roll-out.
+func (s *Server) ec2Op2(op string, p map[string]string, region string) (string, *Fault) {
+	image := func() (*Image, *Fault) {
+		im, ok := s.images[p["ImageId"]]
+		if !ok || im.Region != region {
+			return nil, &Fault{Status: 400, Code: "InvalidAMIID.NotFound", Message: "The image id '[" + p["ImageId"] + "]' does not exist"}
+		}
+		return im, nil
+	}
+	switch op {
+	case "EnableImageDeprecation":
+		im, f := image()
+		if f != nil {
+			return "", f
+		}
+		t, _ := time.Parse(time.RFC3339, p["DeprecateAt"])
+		if !t.After(time.Now()) {
+			return "", badParam("DeprecateAt %s is in the past", p["DeprecateAt"])
+		}
+		t = t.Round(time.Minute) // as EC2 does
+		im.DeprecateAt = t.UTC().Format("2006-01-02T15:04:05.000Z")
+		return "<return>true</return>", nil
+	case "EnableImageDeregistrationProtection":
+		im, f := image()
+		if f != nil {
+			return "", f
+		}
+		im.Protected, im.ProtectedCooldown = true, p["WithCooldown"] == "true"
+		return "<return>enabled</return>", nil
+	case "DisableImageDeregistrationProtection":
+		im, f := image()
+		if f != nil {
+			return "", f
+		}
+		im.Protected = false
+		return "<return>disabled</return>", nil
+	case "ModifySnapshotAttribute":
+		sn, ok := s.snapshots[p["SnapshotId"]]
+		if !ok || sn.Region != region {
+			return "", &Fault{Status: 400, Code: "InvalidSnapshot.NotFound", Message: "The snapshot '" + p["SnapshotId"] + "' does not exist."}
+		}
+		if p["Attribute"] != "createVolumePermission" && p["Attribute"] != "" {
+			return "", badParam("Attribute %q", p["Attribute"])
+		}
+		users := list(p, "CreateVolumePermission.Add", ".UserId")
+		groups := list(p, "CreateVolumePermission.Add", ".Group")
+		if len(users)+len(groups) == 0 {
+			return "", &Fault{Status: 400, Code: "MissingParameter", Message: "no create volume permission to add"}
+		}
+		for _, u := range users {
+			if !accountRE.MatchString(u) {
+				return "", badParam("UserId %q", u)
+			}
+		}
+		for _, g := range groups {
+			if g != "all" {
+				return "", badParam("Group %q", g)
+			}
+		}
+		if sn.Encrypted && sn.KmsKeyArn == "" && len(users)+len(groups) > 0 {
+			return "", &Fault{Status: 400, Code: "OperationNotPermitted", Message: "Snapshots encrypted with the AWS managed key can't be shared"}
+		}
+		sn.VolumeUsers = append(sn.VolumeUsers, users...)
+		sn.VolumeGroups = append(sn.VolumeGroups, groups...)
+		return "<return>true</return>", nil
+	}
+	return s.launchTemplateOp(op, p, region)
 }
 
 func (s *Server) checkImageName(name, region string) *Fault {
@@ -367,18 +542,27 @@ func (s *Server) checkImageName(name, region string) *Fault {
 
 func imageXML(im *Image, sn *Snapshot) string {
 	encrypted := sn != nil && sn.Encrypted
+	// EC2 leaves the snapshot id out while an image (a copy) is pending.
+	snap := ""
+	if im.State != "pending" {
+		snap = optional("snapshotId", im.SnapshotID)
+	}
+	extra := optional("sriovNetSupport", im.SriovNetSupport) + optional("bootMode", im.BootMode) +
+		optional("imdsSupport", im.Imds) + optional("tpmSupport", im.Tpm) + optional("deprecationTime", im.DeprecateAt)
+	if im.Protected {
+		extra += "<deregistrationProtection>enabled</deregistrationProtection>"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "<item><imageId>%s</imageId><imageLocation>123456789012/%s</imageLocation><imageState>%s</imageState>"+
 		"<imageOwnerId>123456789012</imageOwnerId><creationDate>2026-01-01T00:00:00.000Z</creationDate><isPublic>false</isPublic>"+
 		"<architecture>%s</architecture><imageType>machine</imageType><name>%s</name><description>%s</description>"+
 		"<rootDeviceType>ebs</rootDeviceType><rootDeviceName>%s</rootDeviceName>"+
-		"<blockDeviceMapping><item><deviceName>%s</deviceName><ebs><snapshotId>%s</snapshotId><volumeSize>%d</volumeSize>"+
+		"<blockDeviceMapping><item><deviceName>%s</deviceName><ebs>%s<volumeSize>%d</volumeSize>"+
 		"<deleteOnTermination>%t</deleteOnTermination><volumeType>%s</volumeType><encrypted>%t</encrypted></ebs></item></blockDeviceMapping>"+
-		"<virtualizationType>%s</virtualizationType><hypervisor>xen</hypervisor><enaSupport>%t</enaSupport>%s%s%s%s</item>",
+		"<virtualizationType>%s</virtualizationType><hypervisor>xen</hypervisor><enaSupport>%t</enaSupport>%s%s</item>",
 		im.ID, esc(im.Name), im.State, im.Architecture, esc(im.Name), esc(im.Description), im.RootDevice,
-		im.RootDevice, im.SnapshotID, im.VolumeSize, im.DeleteOnTermination, im.VolumeType, encrypted,
-		im.Virtualization, im.EnaSupport, optional("sriovNetSupport", im.SriovNetSupport),
-		optional("bootMode", im.BootMode), optional("imdsSupport", im.Imds), tagSet(im.Tags))
+		im.RootDevice, snap, im.VolumeSize, im.DeleteOnTermination, im.VolumeType, encrypted,
+		im.Virtualization, im.EnaSupport, extra, tagSet(im.Tags))
 	return b.String()
 }
 

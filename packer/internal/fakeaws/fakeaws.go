@@ -50,11 +50,13 @@ type Snapshot struct {
 	ClientToken         string
 	Timeout             int32
 	Tags                map[string]string
-	Blocks              map[int32][]byte
-	Sums                map[int32][]byte // raw SHA-256 per stored block
-	State               string           // pending, completed, error
-	ChangedBlocks       int32
-	Checksum            string
+	// VolumeUsers and VolumeGroups have create-volume permission.
+	VolumeUsers, VolumeGroups []string
+	Blocks                    map[int32][]byte
+	Sums                      map[int32][]byte // raw SHA-256 per stored block
+	State                     string           // pending, completed, error
+	ChangedBlocks             int32
+	Checksum                  string
 	// polls left before a completed upload reports "completed"
 	pendingPolls int
 	// Completed is set by a successful CompleteSnapshot.
@@ -73,6 +75,9 @@ type Image struct {
 	DeleteOnTermination           bool
 	Tags                          map[string]string
 	LaunchUsers, LaunchGroups     []string
+	LaunchOrgs, LaunchOUs         []string
+	Tpm, DeprecateAt              string
+	Protected, ProtectedCooldown  bool
 	SourceRegion, SourceImageID   string
 	State                         string
 	// Params are the decoded request parameters that created the image.
@@ -84,6 +89,8 @@ type Image struct {
 type Call struct {
 	Op, Region string
 	Status     int
+	// Key is the access key that signed it.
+	Key string
 }
 
 // Server is the fake endpoint.
@@ -103,6 +110,17 @@ type Server struct {
 	// say "pending" before "completed"/"available" (default 1), so that
 	// the waiters really wait.
 	PendingPolls int
+	// CopyPendingPolls is added to PendingPolls for AMI copies, which
+	// take longest on EC2.
+	CopyPendingPolls int
+	// OnCall, if set, is called after each answered request with its
+	// operation and status (outside the lock).
+	OnCall func(op string, status int)
+
+	templates  map[string]*LaunchTemplate // by id
+	groups     map[string]*Group          // by region/name
+	parameters map[string]*Parameter      // by region/name
+	sessions   map[string]session         // assumed-role access key -> session
 	// OnPut, if set, is called for each accepted block (outside the lock).
 	OnPut func(snapshotID string, index int32)
 }
@@ -117,6 +135,10 @@ func New(accessKey string) *Server {
 		tokens:       map[string]string{},
 		faults:       map[string][]Fault{},
 		always:       map[string]Fault{},
+		templates:    map[string]*LaunchTemplate{},
+		groups:       map[string]*Group{},
+		parameters:   map[string]*Parameter{},
+		sessions:     map[string]session{},
 		PendingPolls: 1,
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -241,8 +263,17 @@ func (s *Server) scope(r *http.Request) (region, service string, err error) {
 		return "", "", fmt.Errorf("missing or malformed SigV4 Authorization header %q", r.Header.Get("Authorization"))
 	}
 	if m[1] != s.AccessKey {
-		return "", "", fmt.Errorf("unknown access key %q", m[1])
+		s.mu.Lock()
+		role, ok := s.sessions[m[1]]
+		s.mu.Unlock()
+		if !ok {
+			return "", "", fmt.Errorf("unknown access key %q", m[1])
+		}
+		if r.Header.Get("X-Amz-Security-Token") != role.token {
+			return "", "", fmt.Errorf("temporary access key %q without its session token", m[1])
+		}
 	}
+	r.Header.Set("X-Fakeaws-Key", m[1])
 	if r.Header.Get("X-Amz-Date") == "" {
 		return "", "", fmt.Errorf("missing X-Amz-Date")
 	}
@@ -255,18 +286,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
+
 	switch service {
 	case "ebs":
 		s.serveEBS(w, r, region)
 	case "ec2":
 		s.serveEC2(w, r, region)
+	case "autoscaling":
+		s.serveAutoScaling(w, r, region)
+	case "ssm":
+		s.serveSSM(w, r, region)
+	case "sts":
+		s.serveSTS(w, r, region)
 	default:
 		http.Error(w, "unknown service "+service, http.StatusBadRequest)
 	}
 }
 
-func (s *Server) record(op, region string, status int) {
-	s.calls = append(s.calls, Call{Op: op, Region: region, Status: status})
+func (s *Server) record(r *http.Request, op, region string, status int) {
+	s.calls = append(s.calls, Call{Op: op, Region: region, Status: status, Key: r.Header.Get("X-Fakeaws-Key")})
 }
 
 func b64sha(b []byte) (string, []byte) {

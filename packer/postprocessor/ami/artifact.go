@@ -20,6 +20,10 @@ type Artifact struct {
 	Snapshots map[string]string
 	// SourceImage is the raw disk the AMIs were made from.
 	SourceImage string
+	// BuildRegion is where the AMI was registered; the others are copies.
+	BuildRegion string
+	// DiskSHA256 is that disk's sha256, when the input artifact said.
+	DiskSHA256 string
 
 	clients *clients
 }
@@ -52,14 +56,7 @@ func (a *Artifact) String() string {
 func (a *Artifact) State(name string) interface{} {
 	switch name {
 	case registryimage.ArtifactStateURI:
-		var imgs []*registryimage.Image
-		for _, r := range sortedRegions(a.Amis) {
-			imgs = append(imgs, &registryimage.Image{
-				ImageID: a.Amis[r], ProviderName: "aws", ProviderRegion: r,
-				SourceImageID: a.SourceImage,
-			})
-		}
-		return imgs
+		return a.registryImages()
 	case "amis":
 		return a.Amis
 	case "snapshots":
@@ -81,7 +78,7 @@ func (a *Artifact) Destroy() error {
 	sort.Strings(regions)
 	for _, r := range regions {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		err := deleteImage(ctx, a.clients.ec2(r), a.Amis[r])
+		err := deleteImage(ctx, a.clients.ec2(r), a.Amis[r], DefaultPollInterval)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", r, err))
@@ -91,4 +88,30 @@ func (a *Artifact) Destroy() error {
 		return fmt.Errorf("destroy AMIs: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// registryImages describes the AMIs for the HCP Packer registry. The
+// AMIs are built from a disk, not from another AMI: the one registered
+// from the upload has no source image id (the disk's sha256 and the
+// snapshot are labels); each copy's source is that AMI.
+func (a *Artifact) registryImages() []*registryimage.Image {
+	var imgs []*registryimage.Image
+	for _, r := range sortedRegions(a.Amis) {
+		im := &registryimage.Image{
+			ImageID: a.Amis[r], ProviderName: "aws", ProviderRegion: r,
+			Labels: map[string]string{},
+		}
+		if r != a.BuildRegion {
+			im.SourceImageID = a.Amis[a.BuildRegion]
+			im.Labels["source_region"] = a.BuildRegion
+		}
+		if a.DiskSHA256 != "" {
+			im.Labels["disk_sha256"] = a.DiskSHA256
+		}
+		if s := a.Snapshots[r]; s != "" {
+			im.Labels["snapshot_id"] = s
+		}
+		imgs = append(imgs, im)
+	}
+	return imgs
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ebs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	ststypes "github.com/aws/aws-sdk-go-v2/service/sts/types"
 	"github.com/hotpath-dev/hotpath/packer/version"
 )
 
@@ -28,6 +32,23 @@ type clients struct {
 // taking precedence, and builds the clients. extra options come last, so a
 // test can replace the retryer.
 func newClients(ctx context.Context, c *AccessConfig, extra ...func(*awsconfig.LoadOptions) error) (*clients, error) {
+	cfg, err := LoadAWS(ctx, c, extra...)
+	if err != nil {
+		return nil, err
+	}
+	cl := &clients{cfg: cfg, ec2EP: c.CustomEndpointEC2, byRegn: map[string]*ec2.Client{}}
+	cl.ebs = ebs.NewFromConfig(cfg, func(o *ebs.Options) {
+		if c.CustomEndpointEBS != "" {
+			o.BaseEndpoint = aws.String(c.CustomEndpointEBS)
+		}
+	})
+	return cl, nil
+}
+
+// LoadAWS loads the AWS configuration for c: the standard chain, static
+// keys from the template first, retries, and the assumed role. extra
+// options come last, so a test can replace the retryer.
+func LoadAWS(ctx context.Context, c *AccessConfig, extra ...func(*awsconfig.LoadOptions) error) (aws.Config, error) {
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRegion(c.RawRegion),
 		awsconfig.WithRetryMaxAttempts(c.MaxRetries + 1),
@@ -46,15 +67,41 @@ func newClients(ctx context.Context, c *AccessConfig, extra ...func(*awsconfig.L
 	opts = append(opts, extra...)
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	cl := &clients{cfg: cfg, ec2EP: c.CustomEndpointEC2, byRegn: map[string]*ec2.Client{}}
-	cl.ebs = ebs.NewFromConfig(cfg, func(o *ebs.Options) {
-		if c.CustomEndpointEBS != "" {
-			o.BaseEndpoint = aws.String(c.CustomEndpointEBS)
-		}
-	})
-	return cl, nil
+	if a := c.AssumeRole; a.RoleARN != "" {
+		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(
+			sts.NewFromConfig(cfg, func(o *sts.Options) {
+				if c.CustomEndpointSTS != "" {
+					o.BaseEndpoint = aws.String(c.CustomEndpointSTS)
+				}
+			}), a.RoleARN, a.options))
+	}
+	return cfg, nil
+}
+
+// options applies the block to the STS AssumeRole call.
+func (a AssumeRoleConfig) options(o *stscreds.AssumeRoleOptions) {
+	o.RoleSessionName = a.SessionName
+	if o.RoleSessionName == "" {
+		o.RoleSessionName = fmt.Sprintf("packer-plugin-hotpath-%d", time.Now().Unix())
+	}
+	if a.DurationSeconds > 0 {
+		o.Duration = time.Duration(a.DurationSeconds) * time.Second
+	}
+	if a.ExternalID != "" {
+		o.ExternalID = aws.String(a.ExternalID)
+	}
+	if a.Policy != "" {
+		o.Policy = aws.String(a.Policy)
+	}
+	for _, p := range a.PolicyARNs {
+		o.PolicyARNs = append(o.PolicyARNs, ststypes.PolicyDescriptorType{Arn: aws.String(p)})
+	}
+	for _, k := range sortedRegions(a.Tags) {
+		o.Tags = append(o.Tags, ststypes.Tag{Key: aws.String(k), Value: aws.String(a.Tags[k])})
+	}
+	o.TransitiveTagKeys = a.TransitiveTagKeys
 }
 
 // ec2 returns the EC2 client for region.

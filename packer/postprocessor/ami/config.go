@@ -1,4 +1,4 @@
-//go:generate go tool packer-sdc mapstructure-to-hcl2 -type Config,AccessConfig
+//go:generate go tool packer-sdc mapstructure-to-hcl2 -type Config,AccessConfig,AssumeRoleConfig,DeregistrationProtectionOptions
 
 package ami
 
@@ -42,8 +42,49 @@ type AccessConfig struct {
 	CustomEndpointEC2 string `mapstructure:"custom_endpoint_ec2"`
 	// Endpoint URL for the EBS direct APIs instead of the regional default.
 	CustomEndpointEBS string `mapstructure:"custom_endpoint_ebs"`
+	// Endpoint URL for STS (assume_role) instead of the regional default.
+	CustomEndpointSTS string `mapstructure:"custom_endpoint_sts"`
+	// Endpoint URL for SSM instead of the regional default (hotpath-rollout).
+	CustomEndpointSSM string `mapstructure:"custom_endpoint_ssm"`
+	// Endpoint URL for EC2 Auto Scaling instead of the regional default
+	// (hotpath-rollout).
+	CustomEndpointAutoScaling string `mapstructure:"custom_endpoint_autoscaling"`
+	// Assume this IAM role with the credentials found, as the amazon
+	// plugin's assume_role block does.
+	AssumeRole AssumeRoleConfig `mapstructure:"assume_role"`
 	// How often the SDK retries a throttled or failed request (default 8).
 	MaxRetries int `mapstructure:"max_retries"`
+}
+
+// AssumeRoleConfig is the amazon plugin's assume_role block: every AWS
+// call is made as this role, with temporary credentials from STS
+// AssumeRole (renewed before they expire).
+type AssumeRoleConfig struct {
+	// ARN of the role to assume; the block is ignored without it.
+	RoleARN string `mapstructure:"role_arn"`
+	// Session length in seconds, 900 to 43200 (default 900).
+	DurationSeconds int `mapstructure:"duration_seconds"`
+	// External id the role's trust policy asks for.
+	ExternalID string `mapstructure:"external_id"`
+	// Inline session policy (JSON) that narrows the role's permissions.
+	Policy string `mapstructure:"policy"`
+	// Managed policy ARNs that narrow the role's permissions.
+	PolicyARNs []string `mapstructure:"policy_arns"`
+	// Session name (default packer-plugin-hotpath-<unix time>).
+	SessionName string `mapstructure:"session_name"`
+	// Session tags.
+	Tags map[string]string `mapstructure:"tags"`
+	// Session tag keys passed on to roles assumed from this one.
+	TransitiveTagKeys []string `mapstructure:"transitive_tag_keys"`
+}
+
+// DeregistrationProtectionOptions is the amazon plugin's
+// deregistration_protection block.
+type DeregistrationProtectionOptions struct {
+	// Protect the AMIs against DeregisterImage.
+	Enabled bool `mapstructure:"enabled"`
+	// After protection is removed, keep the AMI for 24 more hours.
+	WithCooldown bool `mapstructure:"with_cooldown"`
 }
 
 // Config is the hotpath-ami post-processor's configuration.
@@ -66,12 +107,63 @@ type Config struct {
 	Tags map[string]string `mapstructure:"tags"`
 	// Tags on the snapshot (and the copies' snapshots).
 	SnapshotTags map[string]string `mapstructure:"snapshot_tags"`
+	// Tags on the AMIs as repeatable blocks (tag { key = "" value = "" }),
+	// merged into tags: the amazon plugin's form for keys that are not
+	// HCL identifiers.
+	AMITag config.KeyValues `mapstructure:"tag"`
+	// Snapshot tags as blocks, merged into snapshot_tags.
+	SnapshotTag config.KeyValues `mapstructure:"snapshot_tag"`
+	// Account ids that may create volumes from the snapshots.
+	SnapshotUsers []string `mapstructure:"snapshot_users"`
+	// Groups that may create volumes from the snapshots; only "all".
+	SnapshotGroups []string `mapstructure:"snapshot_groups"`
+	// AWS Organizations (arn:aws:organizations::<account>:organization/o-…)
+	// allowed to launch the AMIs.
+	AMIOrgArns []string `mapstructure:"ami_org_arns"`
+	// Organizational units allowed to launch the AMIs.
+	AMIOuArns []string `mapstructure:"ami_ou_arns"`
+	// When the AMIs become deprecated, RFC 3339 in UTC
+	// (2027-01-02T15:04:00Z); EC2 rounds to the minute.
+	DeprecateAt string `mapstructure:"deprecate_at"`
+	// Deregistration protection of the AMIs.
+	DeregistrationProtection DeregistrationProtectionOptions `mapstructure:"deregistration_protection"`
+	// Deregister AMIs of this account that already have ami_name, in
+	// every target region, before the upload.
+	ForceDeregister bool `mapstructure:"force_deregister"`
+	// With force_deregister: delete those AMIs' snapshots too.
+	ForceDeleteSnapshot bool `mapstructure:"force_delete_snapshot"`
+
+	// The AMI attributes are fixed by what the image is; they are
+	// accepted (amazon plugin templates set them) only with the values
+	// the appliance supports.
+
+	// Boot mode: only "uefi" (the disk has an EFI system partition and
+	// no BIOS boot code).
+	BootMode string `mapstructure:"boot_mode"`
+	// Instance metadata: only "v2.0" (IMDSv2 tokens only; the init
+	// never uses IMDSv1).
+	IMDSSupport string `mapstructure:"imds_support"`
+	// ENA: only true (ENA is the kernel's network driver on Nitro).
+	ENASupport *bool `mapstructure:"ena_support"`
+	// SR-IOV: only true ("simple").
+	SriovSupport *bool `mapstructure:"sriov_support"`
+	// NitroTPM: "v2.0" to expose a TPM 2.0, or unset.
+	TPMSupport string `mapstructure:"tpm_support"`
+	// CPU architecture of the image: "x86_64".
+	Architecture string `mapstructure:"architecture"`
 	// Encrypt the snapshot, with kms_key_id or the account's default EBS
 	// key. Encrypted uploads write every block, zeros included.
 	EncryptBoot bool `mapstructure:"encrypt_boot"`
-	// ARN of the KMS key for encrypt_boot (the EBS direct APIs take ARNs
-	// only, not key ids or aliases).
+	// ARN of the KMS key for encrypt_boot in region (the EBS direct APIs
+	// take ARNs only, not key ids or aliases). Needed to share an
+	// encrypted AMI: EC2 cannot share AMIs encrypted with the AWS managed
+	// key (aws/ebs).
 	KMSKeyID string `mapstructure:"kms_key_id"`
+	// KMS key ARN per region for encrypt_boot: the copies in ami_regions
+	// are encrypted with the key of their region (default: that region's
+	// AWS managed key). The build region's entry may stand in for
+	// kms_key_id. Like the amazon plugin's.
+	RegionKMSKeyIDs map[string]string `mapstructure:"region_kms_key_ids"`
 	// Root volume size in GiB; default: the disk image rounded up to GiB.
 	VolumeSize int64 `mapstructure:"volume_size"`
 	// Raw disk image to upload; default: the .img/.raw file of the input
@@ -111,7 +203,10 @@ var (
 	regionRE  = regexp.MustCompile(`^[a-z]{2}(-iso[a-z]?)?(-gov)?-[a-z]+-\d+$`)
 	amiNameRE = regexp.MustCompile(`^[a-zA-Z0-9().\-/_ '@\[\]]{3,128}$`)
 	accountRE = regexp.MustCompile(`^\d{12}$`)
-	kmsARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[A-Za-z0-9/_+=,.@-]+$`)
+	orgARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:organizations::\d{12}:organization/o-[a-z0-9]{10,32}$`)
+	ouARNRE   = regexp.MustCompile(`^arn:aws[a-z-]*:organizations::\d{12}:ou/o-[a-z0-9]{10,32}/ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}$`)
+	roleARNRE = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$`)
+	kmsARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:kms:([a-z0-9-]+):\d{12}:(key|alias)/[A-Za-z0-9/_+=,.@-]+$`)
 )
 
 // Prepare decodes raws into c, applies defaults and validates; every
@@ -133,32 +228,7 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 		errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...))
 	}
 
-	// Access.
-	switch {
-	case c.RawRegion == "":
-		add("region is required")
-	case !c.SkipRegionValidation && !regionRE.MatchString(c.RawRegion):
-		add("region %q is not an AWS region name (set skip_region_validation to use it anyway)", c.RawRegion)
-	}
-	if (c.AccessKey == "") != (c.SecretKey == "") {
-		add("access_key and secret_key must be given together")
-	}
-	if c.Token != "" && c.AccessKey == "" {
-		add("token needs access_key and secret_key")
-	}
-	for name, ep := range map[string]string{"custom_endpoint_ec2": c.CustomEndpointEC2, "custom_endpoint_ebs": c.CustomEndpointEBS} {
-		if ep == "" {
-			continue
-		}
-		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("%s %q is not an http(s) URL", name, ep)
-		}
-	}
-	if c.MaxRetries < 0 {
-		add("max_retries must not be negative")
-	} else if c.MaxRetries == 0 {
-		c.MaxRetries = DefaultMaxRetries
-	}
+	c.AccessConfig.Check(add)
 
 	// The AMI.
 	switch {
@@ -199,6 +269,12 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	if slices.Contains(c.AMIGroups, "all") {
 		warnings = append(warnings, "ami_groups contains \"all\": the AMI will be public")
 	}
+	for _, e := range c.AMITag.CopyOn(&c.Tags) {
+		add("tag: %v", e)
+	}
+	for _, e := range c.SnapshotTag.CopyOn(&c.SnapshotTags) {
+		add("snapshot_tag: %v", e)
+	}
 	for name, m := range map[string]map[string]string{"tags": c.Tags, "snapshot_tags": c.SnapshotTags} {
 		for k, v := range m {
 			switch {
@@ -215,15 +291,10 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 		}
 	}
 
+	c.prepareAmazonKeys(add, &warnings)
+
 	// Encryption and the volume.
-	if c.KMSKeyID != "" {
-		if !c.EncryptBoot {
-			add("kms_key_id needs encrypt_boot = true")
-		}
-		if !kmsARNRE.MatchString(c.KMSKeyID) {
-			add("kms_key_id %q must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)", c.KMSKeyID)
-		}
-	}
+	c.prepareKMS(add)
 	if c.VolumeSize < 0 || c.VolumeSize > 16384 {
 		add("volume_size %d GiB is outside 1..16384 (0 means the image size)", c.VolumeSize)
 	}
@@ -269,3 +340,197 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 // errNoImage is returned when neither image_path nor the artifact names a
 // raw disk image.
 var errNoImage = errors.New("no raw disk image: the input artifact has no .img or .raw file and image_path is not set")
+
+// prepareKMS checks kms_key_id and region_kms_key_ids: ARNs of the region
+// they are used in, only with encrypt_boot, and a customer managed key
+// wherever an encrypted AMI is shared (EC2 refuses to share AMIs encrypted
+// with the AWS managed key; the amazon plugin rejects it too).
+func (c *Config) prepareKMS(add func(string, ...any)) {
+	check := func(name, region, arn string) {
+		m := kmsARNRE.FindStringSubmatch(arn)
+		switch {
+		case m == nil:
+			add("%s %q must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)", name, arn)
+		case m[1] != region:
+			add("%s %q is a key of %s, not of %s (KMS keys are regional)", name, arn, m[1], region)
+		}
+	}
+	if c.KMSKeyID != "" {
+		if !c.EncryptBoot {
+			add("kms_key_id needs encrypt_boot = true")
+		}
+		check("kms_key_id", c.RawRegion, c.KMSKeyID)
+	}
+	if len(c.RegionKMSKeyIDs) > 0 && !c.EncryptBoot {
+		add("region_kms_key_ids needs encrypt_boot = true")
+	}
+	for _, r := range sortedRegions(c.RegionKMSKeyIDs) {
+		if r != c.RawRegion && !slices.Contains(c.AMIRegions, r) {
+			add("region_kms_key_ids: %s is neither region nor one of ami_regions", r)
+			continue
+		}
+		check(fmt.Sprintf("region_kms_key_ids[%s]", r), r, c.RegionKMSKeyIDs[r])
+	}
+	if k, ok := c.RegionKMSKeyIDs[c.RawRegion]; ok {
+		if c.KMSKeyID != "" && c.KMSKeyID != k {
+			add("kms_key_id and region_kms_key_ids[%s] name different keys", c.RawRegion)
+		}
+		if c.KMSKeyID == "" {
+			c.KMSKeyID = k
+		}
+	}
+	if !c.EncryptBoot || !c.shared() {
+		return
+	}
+	if c.KMSKeyID == "" {
+		add("encrypt_boot without kms_key_id cannot be shared with ami_users/ami_groups/ami_org_arns/ami_ou_arns/snapshot_users: " +
+			"EC2 does not share AMIs encrypted with the AWS managed key (aws/ebs); set kms_key_id to a customer managed key")
+	}
+	for _, r := range c.AMIRegions {
+		if c.RegionKMSKeyIDs[r] == "" {
+			add("encrypt_boot with sharing: region_kms_key_ids needs a customer managed key for %s (copies are otherwise encrypted with its AWS managed key, which cannot be shared)", r)
+		}
+	}
+}
+
+// shared says whether anyone besides the owner gets launch permission.
+func (c *Config) shared() bool {
+	return len(c.AMIUsers)+len(c.AMIGroups)+len(c.AMIOrgArns)+len(c.AMIOuArns)+len(c.SnapshotUsers)+len(c.SnapshotGroups) > 0
+}
+
+// Architectures lists the values architecture accepts: the CPU
+// architectures hotpath builds images for. An architecture is added here
+// once the kernel, the init and the tests support it (arm64 for Graviton
+// is next).
+var Architectures = []string{"x86_64"}
+
+func (a *AssumeRoleConfig) prepare(add func(string, ...any)) {
+	if a.RoleARN == "" {
+		if a.ExternalID != "" || a.Policy != "" || len(a.PolicyARNs) > 0 || a.SessionName != "" || a.DurationSeconds != 0 ||
+			len(a.Tags) > 0 || len(a.TransitiveTagKeys) > 0 {
+			add("assume_role: role_arn is required")
+		}
+		return
+	}
+	if !roleARNRE.MatchString(a.RoleARN) {
+		add("assume_role: role_arn %q is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)", a.RoleARN)
+	}
+	if a.DurationSeconds != 0 && (a.DurationSeconds < 900 || a.DurationSeconds > 43200) {
+		add("assume_role: duration_seconds %d is outside 900..43200", a.DurationSeconds)
+	}
+	if len(a.SessionName) > 64 {
+		add("assume_role: session_name is longer than 64 characters")
+	}
+	if len(a.PolicyARNs) > 10 {
+		add("assume_role: at most 10 policy_arns")
+	}
+	for _, k := range a.TransitiveTagKeys {
+		if _, ok := a.Tags[k]; !ok {
+			add("assume_role: transitive_tag_keys: %q is not one of tags", k)
+		}
+	}
+}
+
+// prepareAmazonKeys checks the keys taken over from the amazon plugin:
+// sharing, deprecation, forced deregistration and the fixed attributes.
+func (c *Config) prepareAmazonKeys(add func(string, ...any), warnings *[]string) {
+	for _, u := range c.SnapshotUsers {
+		if !accountRE.MatchString(u) {
+			add("snapshot_users: %q is not a 12-digit AWS account id", u)
+		}
+	}
+	for _, g := range c.SnapshotGroups {
+		if g != "all" {
+			add("snapshot_groups: %q is not a create volume permission group (only \"all\" exists)", g)
+		}
+	}
+	if c.EncryptBoot && len(c.SnapshotGroups) > 0 {
+		add("snapshot_groups: encrypted snapshots cannot be made public")
+	}
+	for _, a := range c.AMIOrgArns {
+		if !orgARNRE.MatchString(a) {
+			add("ami_org_arns: %q is not an organization ARN (arn:aws:organizations::<account>:organization/o-<id>)", a)
+		}
+	}
+	for _, a := range c.AMIOuArns {
+		if !ouARNRE.MatchString(a) {
+			add("ami_ou_arns: %q is not an organizational unit ARN (arn:aws:organizations::<account>:ou/o-<id>/ou-<id>)", a)
+		}
+	}
+	if c.DeprecateAt != "" {
+		t, err := time.Parse(time.RFC3339, c.DeprecateAt)
+		switch {
+		case err != nil:
+			add("deprecate_at %q is not an RFC 3339 time (2027-01-02T15:04:00Z)", c.DeprecateAt)
+		case !t.After(time.Now()):
+			add("deprecate_at %s is not in the future", c.DeprecateAt)
+		}
+	}
+	if c.ForceDeleteSnapshot && !c.ForceDeregister {
+		add("force_delete_snapshot needs force_deregister = true")
+	}
+	if c.DeregistrationProtection.WithCooldown && !c.DeregistrationProtection.Enabled {
+		add("deregistration_protection: with_cooldown needs enabled = true")
+	}
+
+	fixed := func(name, got, want, why string) {
+		if got != "" && got != want {
+			add("%s = %q is not supported: only %q (%s)", name, got, want, why)
+		}
+	}
+	fixed("boot_mode", c.BootMode, "uefi", "the disk has an EFI system partition and no BIOS boot code")
+	fixed("imds_support", c.IMDSSupport, "v2.0", "the init uses IMDSv2 tokens only; allowing IMDSv1 would only open a door")
+	fixed("tpm_support", c.TPMSupport, "v2.0", "NitroTPM 2.0, or leave it unset")
+	if c.ENASupport != nil && !*c.ENASupport {
+		add("ena_support = false is not supported: ENA is the appliance's network driver on Nitro instances")
+	}
+	if c.SriovSupport != nil && !*c.SriovSupport {
+		add("sriov_support = false is not supported: the AMI is registered with SR-IOV (simple) for enhanced networking")
+	}
+	if c.Architecture == "" {
+		c.Architecture = Architectures[0]
+	}
+	if !slices.Contains(Architectures, c.Architecture) {
+		add("architecture = %q is not supported: hotpath builds %s images (arm64 for Graviton is not built yet)",
+			c.Architecture, strings.Join(Architectures, ", "))
+	}
+}
+
+// Check validates the access settings and applies their defaults; add
+// collects each problem. hotpath-rollout shares it.
+func (c *AccessConfig) Check(add func(format string, args ...any)) {
+	switch {
+	case c.RawRegion == "":
+		add("region is required")
+	case !c.SkipRegionValidation && !regionRE.MatchString(c.RawRegion):
+		add("region %q is not an AWS region name (set skip_region_validation to use it anyway)", c.RawRegion)
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		add("access_key and secret_key must be given together")
+	}
+	if c.Token != "" && c.AccessKey == "" {
+		add("token needs access_key and secret_key")
+	}
+	for name, ep := range map[string]string{"custom_endpoint_ec2": c.CustomEndpointEC2, "custom_endpoint_ebs": c.CustomEndpointEBS} {
+		if ep == "" {
+			continue
+		}
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("%s %q is not an http(s) URL", name, ep)
+		}
+	}
+	c.AssumeRole.prepare(add)
+	for name, ep := range map[string]string{"custom_endpoint_sts": c.CustomEndpointSTS, "custom_endpoint_ssm": c.CustomEndpointSSM, "custom_endpoint_autoscaling": c.CustomEndpointAutoScaling} {
+		if ep == "" {
+			continue
+		}
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("%s %q is not an http(s) URL", name, ep)
+		}
+	}
+	if c.MaxRetries < 0 {
+		add("max_retries must not be negative")
+	} else if c.MaxRetries == 0 {
+		c.MaxRetries = DefaultMaxRetries
+	}
+}

@@ -4,22 +4,27 @@ package ami
 
 import (
 	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"github.com/zclconf/go-cty/cty"
 )
 
 // FlatAccessConfig is an auto-generated flat version of AccessConfig.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatAccessConfig struct {
-	AccessKey             *string `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
-	SecretKey             *string `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
-	Token                 *string `mapstructure:"token" cty:"token" hcl:"token"`
-	Profile               *string `mapstructure:"profile" cty:"profile" hcl:"profile"`
-	SharedCredentialsFile *string `mapstructure:"shared_credentials_file" cty:"shared_credentials_file" hcl:"shared_credentials_file"`
-	RawRegion             *string `mapstructure:"region" required:"true" cty:"region" hcl:"region"`
-	SkipRegionValidation  *bool   `mapstructure:"skip_region_validation" cty:"skip_region_validation" hcl:"skip_region_validation"`
-	CustomEndpointEC2     *string `mapstructure:"custom_endpoint_ec2" cty:"custom_endpoint_ec2" hcl:"custom_endpoint_ec2"`
-	CustomEndpointEBS     *string `mapstructure:"custom_endpoint_ebs" cty:"custom_endpoint_ebs" hcl:"custom_endpoint_ebs"`
-	MaxRetries            *int    `mapstructure:"max_retries" cty:"max_retries" hcl:"max_retries"`
+	AccessKey                 *string               `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
+	SecretKey                 *string               `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
+	Token                     *string               `mapstructure:"token" cty:"token" hcl:"token"`
+	Profile                   *string               `mapstructure:"profile" cty:"profile" hcl:"profile"`
+	SharedCredentialsFile     *string               `mapstructure:"shared_credentials_file" cty:"shared_credentials_file" hcl:"shared_credentials_file"`
+	RawRegion                 *string               `mapstructure:"region" required:"true" cty:"region" hcl:"region"`
+	SkipRegionValidation      *bool                 `mapstructure:"skip_region_validation" cty:"skip_region_validation" hcl:"skip_region_validation"`
+	CustomEndpointEC2         *string               `mapstructure:"custom_endpoint_ec2" cty:"custom_endpoint_ec2" hcl:"custom_endpoint_ec2"`
+	CustomEndpointEBS         *string               `mapstructure:"custom_endpoint_ebs" cty:"custom_endpoint_ebs" hcl:"custom_endpoint_ebs"`
+	CustomEndpointSTS         *string               `mapstructure:"custom_endpoint_sts" cty:"custom_endpoint_sts" hcl:"custom_endpoint_sts"`
+	CustomEndpointSSM         *string               `mapstructure:"custom_endpoint_ssm" cty:"custom_endpoint_ssm" hcl:"custom_endpoint_ssm"`
+	CustomEndpointAutoScaling *string               `mapstructure:"custom_endpoint_autoscaling" cty:"custom_endpoint_autoscaling" hcl:"custom_endpoint_autoscaling"`
+	AssumeRole                *FlatAssumeRoleConfig `mapstructure:"assume_role" cty:"assume_role" hcl:"assume_role"`
+	MaxRetries                *int                  `mapstructure:"max_retries" cty:"max_retries" hcl:"max_retries"`
 }
 
 // FlatMapstructure returns a new FlatAccessConfig.
@@ -34,16 +39,57 @@ func (*AccessConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.
 // The decoded values from this spec will then be applied to a FlatAccessConfig.
 func (*FlatAccessConfig) HCL2Spec() map[string]hcldec.Spec {
 	s := map[string]hcldec.Spec{
-		"access_key":              &hcldec.AttrSpec{Name: "access_key", Type: cty.String, Required: false},
-		"secret_key":              &hcldec.AttrSpec{Name: "secret_key", Type: cty.String, Required: false},
-		"token":                   &hcldec.AttrSpec{Name: "token", Type: cty.String, Required: false},
-		"profile":                 &hcldec.AttrSpec{Name: "profile", Type: cty.String, Required: false},
-		"shared_credentials_file": &hcldec.AttrSpec{Name: "shared_credentials_file", Type: cty.String, Required: false},
-		"region":                  &hcldec.AttrSpec{Name: "region", Type: cty.String, Required: false},
-		"skip_region_validation":  &hcldec.AttrSpec{Name: "skip_region_validation", Type: cty.Bool, Required: false},
-		"custom_endpoint_ec2":     &hcldec.AttrSpec{Name: "custom_endpoint_ec2", Type: cty.String, Required: false},
-		"custom_endpoint_ebs":     &hcldec.AttrSpec{Name: "custom_endpoint_ebs", Type: cty.String, Required: false},
-		"max_retries":             &hcldec.AttrSpec{Name: "max_retries", Type: cty.Number, Required: false},
+		"access_key":                  &hcldec.AttrSpec{Name: "access_key", Type: cty.String, Required: false},
+		"secret_key":                  &hcldec.AttrSpec{Name: "secret_key", Type: cty.String, Required: false},
+		"token":                       &hcldec.AttrSpec{Name: "token", Type: cty.String, Required: false},
+		"profile":                     &hcldec.AttrSpec{Name: "profile", Type: cty.String, Required: false},
+		"shared_credentials_file":     &hcldec.AttrSpec{Name: "shared_credentials_file", Type: cty.String, Required: false},
+		"region":                      &hcldec.AttrSpec{Name: "region", Type: cty.String, Required: false},
+		"skip_region_validation":      &hcldec.AttrSpec{Name: "skip_region_validation", Type: cty.Bool, Required: false},
+		"custom_endpoint_ec2":         &hcldec.AttrSpec{Name: "custom_endpoint_ec2", Type: cty.String, Required: false},
+		"custom_endpoint_ebs":         &hcldec.AttrSpec{Name: "custom_endpoint_ebs", Type: cty.String, Required: false},
+		"custom_endpoint_sts":         &hcldec.AttrSpec{Name: "custom_endpoint_sts", Type: cty.String, Required: false},
+		"custom_endpoint_ssm":         &hcldec.AttrSpec{Name: "custom_endpoint_ssm", Type: cty.String, Required: false},
+		"custom_endpoint_autoscaling": &hcldec.AttrSpec{Name: "custom_endpoint_autoscaling", Type: cty.String, Required: false},
+		"assume_role":                 &hcldec.BlockSpec{TypeName: "assume_role", Nested: hcldec.ObjectSpec((*FlatAssumeRoleConfig)(nil).HCL2Spec())},
+		"max_retries":                 &hcldec.AttrSpec{Name: "max_retries", Type: cty.Number, Required: false},
+	}
+	return s
+}
+
+// FlatAssumeRoleConfig is an auto-generated flat version of AssumeRoleConfig.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatAssumeRoleConfig struct {
+	RoleARN           *string           `mapstructure:"role_arn" cty:"role_arn" hcl:"role_arn"`
+	DurationSeconds   *int              `mapstructure:"duration_seconds" cty:"duration_seconds" hcl:"duration_seconds"`
+	ExternalID        *string           `mapstructure:"external_id" cty:"external_id" hcl:"external_id"`
+	Policy            *string           `mapstructure:"policy" cty:"policy" hcl:"policy"`
+	PolicyARNs        []string          `mapstructure:"policy_arns" cty:"policy_arns" hcl:"policy_arns"`
+	SessionName       *string           `mapstructure:"session_name" cty:"session_name" hcl:"session_name"`
+	Tags              map[string]string `mapstructure:"tags" cty:"tags" hcl:"tags"`
+	TransitiveTagKeys []string          `mapstructure:"transitive_tag_keys" cty:"transitive_tag_keys" hcl:"transitive_tag_keys"`
+}
+
+// FlatMapstructure returns a new FlatAssumeRoleConfig.
+// FlatAssumeRoleConfig is an auto-generated flat version of AssumeRoleConfig.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*AssumeRoleConfig) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatAssumeRoleConfig)
+}
+
+// HCL2Spec returns the hcl spec of a AssumeRoleConfig.
+// This spec is used by HCL to read the fields of AssumeRoleConfig.
+// The decoded values from this spec will then be applied to a FlatAssumeRoleConfig.
+func (*FlatAssumeRoleConfig) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"role_arn":            &hcldec.AttrSpec{Name: "role_arn", Type: cty.String, Required: false},
+		"duration_seconds":    &hcldec.AttrSpec{Name: "duration_seconds", Type: cty.Number, Required: false},
+		"external_id":         &hcldec.AttrSpec{Name: "external_id", Type: cty.String, Required: false},
+		"policy":              &hcldec.AttrSpec{Name: "policy", Type: cty.String, Required: false},
+		"policy_arns":         &hcldec.AttrSpec{Name: "policy_arns", Type: cty.List(cty.String), Required: false},
+		"session_name":        &hcldec.AttrSpec{Name: "session_name", Type: cty.String, Required: false},
+		"tags":                &hcldec.AttrSpec{Name: "tags", Type: cty.Map(cty.String), Required: false},
+		"transitive_tag_keys": &hcldec.AttrSpec{Name: "transitive_tag_keys", Type: cty.List(cty.String), Required: false},
 	}
 	return s
 }
@@ -51,40 +97,61 @@ func (*FlatAccessConfig) HCL2Spec() map[string]hcldec.Spec {
 // FlatConfig is an auto-generated flat version of Config.
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatConfig struct {
-	PackerBuildName       *string           `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
-	PackerBuilderType     *string           `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
-	PackerCoreVersion     *string           `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
-	PackerDebug           *bool             `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
-	PackerForce           *bool             `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
-	PackerOnError         *string           `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
-	PackerUserVars        map[string]string `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
-	PackerSensitiveVars   []string          `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
-	AccessKey             *string           `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
-	SecretKey             *string           `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
-	Token                 *string           `mapstructure:"token" cty:"token" hcl:"token"`
-	Profile               *string           `mapstructure:"profile" cty:"profile" hcl:"profile"`
-	SharedCredentialsFile *string           `mapstructure:"shared_credentials_file" cty:"shared_credentials_file" hcl:"shared_credentials_file"`
-	RawRegion             *string           `mapstructure:"region" required:"true" cty:"region" hcl:"region"`
-	SkipRegionValidation  *bool             `mapstructure:"skip_region_validation" cty:"skip_region_validation" hcl:"skip_region_validation"`
-	CustomEndpointEC2     *string           `mapstructure:"custom_endpoint_ec2" cty:"custom_endpoint_ec2" hcl:"custom_endpoint_ec2"`
-	CustomEndpointEBS     *string           `mapstructure:"custom_endpoint_ebs" cty:"custom_endpoint_ebs" hcl:"custom_endpoint_ebs"`
-	MaxRetries            *int              `mapstructure:"max_retries" cty:"max_retries" hcl:"max_retries"`
-	AMIName               *string           `mapstructure:"ami_name" required:"true" cty:"ami_name" hcl:"ami_name"`
-	AMIDescription        *string           `mapstructure:"ami_description" cty:"ami_description" hcl:"ami_description"`
-	AMIRegions            []string          `mapstructure:"ami_regions" cty:"ami_regions" hcl:"ami_regions"`
-	AMIUsers              []string          `mapstructure:"ami_users" cty:"ami_users" hcl:"ami_users"`
-	AMIGroups             []string          `mapstructure:"ami_groups" cty:"ami_groups" hcl:"ami_groups"`
-	Tags                  map[string]string `mapstructure:"tags" cty:"tags" hcl:"tags"`
-	SnapshotTags          map[string]string `mapstructure:"snapshot_tags" cty:"snapshot_tags" hcl:"snapshot_tags"`
-	EncryptBoot           *bool             `mapstructure:"encrypt_boot" cty:"encrypt_boot" hcl:"encrypt_boot"`
-	KMSKeyID              *string           `mapstructure:"kms_key_id" cty:"kms_key_id" hcl:"kms_key_id"`
-	VolumeSize            *int64            `mapstructure:"volume_size" cty:"volume_size" hcl:"volume_size"`
-	ImagePath             *string           `mapstructure:"image_path" cty:"image_path" hcl:"image_path"`
-	UploadWorkers         *int              `mapstructure:"upload_workers" cty:"upload_workers" hcl:"upload_workers"`
-	UploadAttempts        *int              `mapstructure:"upload_attempts" cty:"upload_attempts" hcl:"upload_attempts"`
-	SnapshotTimeout       *string           `mapstructure:"snapshot_timeout" cty:"snapshot_timeout" hcl:"snapshot_timeout"`
-	WaitTimeout           *string           `mapstructure:"wait_timeout" cty:"wait_timeout" hcl:"wait_timeout"`
-	PollInterval          *string           `mapstructure:"poll_interval" cty:"poll_interval" hcl:"poll_interval"`
+	PackerBuildName           *string                              `mapstructure:"packer_build_name" cty:"packer_build_name" hcl:"packer_build_name"`
+	PackerBuilderType         *string                              `mapstructure:"packer_builder_type" cty:"packer_builder_type" hcl:"packer_builder_type"`
+	PackerCoreVersion         *string                              `mapstructure:"packer_core_version" cty:"packer_core_version" hcl:"packer_core_version"`
+	PackerDebug               *bool                                `mapstructure:"packer_debug" cty:"packer_debug" hcl:"packer_debug"`
+	PackerForce               *bool                                `mapstructure:"packer_force" cty:"packer_force" hcl:"packer_force"`
+	PackerOnError             *string                              `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
+	PackerUserVars            map[string]string                    `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
+	PackerSensitiveVars       []string                             `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
+	AccessKey                 *string                              `mapstructure:"access_key" cty:"access_key" hcl:"access_key"`
+	SecretKey                 *string                              `mapstructure:"secret_key" cty:"secret_key" hcl:"secret_key"`
+	Token                     *string                              `mapstructure:"token" cty:"token" hcl:"token"`
+	Profile                   *string                              `mapstructure:"profile" cty:"profile" hcl:"profile"`
+	SharedCredentialsFile     *string                              `mapstructure:"shared_credentials_file" cty:"shared_credentials_file" hcl:"shared_credentials_file"`
+	RawRegion                 *string                              `mapstructure:"region" required:"true" cty:"region" hcl:"region"`
+	SkipRegionValidation      *bool                                `mapstructure:"skip_region_validation" cty:"skip_region_validation" hcl:"skip_region_validation"`
+	CustomEndpointEC2         *string                              `mapstructure:"custom_endpoint_ec2" cty:"custom_endpoint_ec2" hcl:"custom_endpoint_ec2"`
+	CustomEndpointEBS         *string                              `mapstructure:"custom_endpoint_ebs" cty:"custom_endpoint_ebs" hcl:"custom_endpoint_ebs"`
+	CustomEndpointSTS         *string                              `mapstructure:"custom_endpoint_sts" cty:"custom_endpoint_sts" hcl:"custom_endpoint_sts"`
+	CustomEndpointSSM         *string                              `mapstructure:"custom_endpoint_ssm" cty:"custom_endpoint_ssm" hcl:"custom_endpoint_ssm"`
+	CustomEndpointAutoScaling *string                              `mapstructure:"custom_endpoint_autoscaling" cty:"custom_endpoint_autoscaling" hcl:"custom_endpoint_autoscaling"`
+	AssumeRole                *FlatAssumeRoleConfig                `mapstructure:"assume_role" cty:"assume_role" hcl:"assume_role"`
+	MaxRetries                *int                                 `mapstructure:"max_retries" cty:"max_retries" hcl:"max_retries"`
+	AMIName                   *string                              `mapstructure:"ami_name" required:"true" cty:"ami_name" hcl:"ami_name"`
+	AMIDescription            *string                              `mapstructure:"ami_description" cty:"ami_description" hcl:"ami_description"`
+	AMIRegions                []string                             `mapstructure:"ami_regions" cty:"ami_regions" hcl:"ami_regions"`
+	AMIUsers                  []string                             `mapstructure:"ami_users" cty:"ami_users" hcl:"ami_users"`
+	AMIGroups                 []string                             `mapstructure:"ami_groups" cty:"ami_groups" hcl:"ami_groups"`
+	Tags                      map[string]string                    `mapstructure:"tags" cty:"tags" hcl:"tags"`
+	SnapshotTags              map[string]string                    `mapstructure:"snapshot_tags" cty:"snapshot_tags" hcl:"snapshot_tags"`
+	AMITag                    []config.FlatKeyValue                `mapstructure:"tag" cty:"tag" hcl:"tag"`
+	SnapshotTag               []config.FlatKeyValue                `mapstructure:"snapshot_tag" cty:"snapshot_tag" hcl:"snapshot_tag"`
+	SnapshotUsers             []string                             `mapstructure:"snapshot_users" cty:"snapshot_users" hcl:"snapshot_users"`
+	SnapshotGroups            []string                             `mapstructure:"snapshot_groups" cty:"snapshot_groups" hcl:"snapshot_groups"`
+	AMIOrgArns                []string                             `mapstructure:"ami_org_arns" cty:"ami_org_arns" hcl:"ami_org_arns"`
+	AMIOuArns                 []string                             `mapstructure:"ami_ou_arns" cty:"ami_ou_arns" hcl:"ami_ou_arns"`
+	DeprecateAt               *string                              `mapstructure:"deprecate_at" cty:"deprecate_at" hcl:"deprecate_at"`
+	DeregistrationProtection  *FlatDeregistrationProtectionOptions `mapstructure:"deregistration_protection" cty:"deregistration_protection" hcl:"deregistration_protection"`
+	ForceDeregister           *bool                                `mapstructure:"force_deregister" cty:"force_deregister" hcl:"force_deregister"`
+	ForceDeleteSnapshot       *bool                                `mapstructure:"force_delete_snapshot" cty:"force_delete_snapshot" hcl:"force_delete_snapshot"`
+	BootMode                  *string                              `mapstructure:"boot_mode" cty:"boot_mode" hcl:"boot_mode"`
+	IMDSSupport               *string                              `mapstructure:"imds_support" cty:"imds_support" hcl:"imds_support"`
+	ENASupport                *bool                                `mapstructure:"ena_support" cty:"ena_support" hcl:"ena_support"`
+	SriovSupport              *bool                                `mapstructure:"sriov_support" cty:"sriov_support" hcl:"sriov_support"`
+	TPMSupport                *string                              `mapstructure:"tpm_support" cty:"tpm_support" hcl:"tpm_support"`
+	Architecture              *string                              `mapstructure:"architecture" cty:"architecture" hcl:"architecture"`
+	EncryptBoot               *bool                                `mapstructure:"encrypt_boot" cty:"encrypt_boot" hcl:"encrypt_boot"`
+	KMSKeyID                  *string                              `mapstructure:"kms_key_id" cty:"kms_key_id" hcl:"kms_key_id"`
+	RegionKMSKeyIDs           map[string]string                    `mapstructure:"region_kms_key_ids" cty:"region_kms_key_ids" hcl:"region_kms_key_ids"`
+	VolumeSize                *int64                               `mapstructure:"volume_size" cty:"volume_size" hcl:"volume_size"`
+	ImagePath                 *string                              `mapstructure:"image_path" cty:"image_path" hcl:"image_path"`
+	UploadWorkers             *int                                 `mapstructure:"upload_workers" cty:"upload_workers" hcl:"upload_workers"`
+	UploadAttempts            *int                                 `mapstructure:"upload_attempts" cty:"upload_attempts" hcl:"upload_attempts"`
+	SnapshotTimeout           *string                              `mapstructure:"snapshot_timeout" cty:"snapshot_timeout" hcl:"snapshot_timeout"`
+	WaitTimeout               *string                              `mapstructure:"wait_timeout" cty:"wait_timeout" hcl:"wait_timeout"`
+	PollInterval              *string                              `mapstructure:"poll_interval" cty:"poll_interval" hcl:"poll_interval"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -99,40 +166,86 @@ func (*Config) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec }
 // The decoded values from this spec will then be applied to a FlatConfig.
 func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 	s := map[string]hcldec.Spec{
-		"packer_build_name":          &hcldec.AttrSpec{Name: "packer_build_name", Type: cty.String, Required: false},
-		"packer_builder_type":        &hcldec.AttrSpec{Name: "packer_builder_type", Type: cty.String, Required: false},
-		"packer_core_version":        &hcldec.AttrSpec{Name: "packer_core_version", Type: cty.String, Required: false},
-		"packer_debug":               &hcldec.AttrSpec{Name: "packer_debug", Type: cty.Bool, Required: false},
-		"packer_force":               &hcldec.AttrSpec{Name: "packer_force", Type: cty.Bool, Required: false},
-		"packer_on_error":            &hcldec.AttrSpec{Name: "packer_on_error", Type: cty.String, Required: false},
-		"packer_user_variables":      &hcldec.AttrSpec{Name: "packer_user_variables", Type: cty.Map(cty.String), Required: false},
-		"packer_sensitive_variables": &hcldec.AttrSpec{Name: "packer_sensitive_variables", Type: cty.List(cty.String), Required: false},
-		"access_key":                 &hcldec.AttrSpec{Name: "access_key", Type: cty.String, Required: false},
-		"secret_key":                 &hcldec.AttrSpec{Name: "secret_key", Type: cty.String, Required: false},
-		"token":                      &hcldec.AttrSpec{Name: "token", Type: cty.String, Required: false},
-		"profile":                    &hcldec.AttrSpec{Name: "profile", Type: cty.String, Required: false},
-		"shared_credentials_file":    &hcldec.AttrSpec{Name: "shared_credentials_file", Type: cty.String, Required: false},
-		"region":                     &hcldec.AttrSpec{Name: "region", Type: cty.String, Required: false},
-		"skip_region_validation":     &hcldec.AttrSpec{Name: "skip_region_validation", Type: cty.Bool, Required: false},
-		"custom_endpoint_ec2":        &hcldec.AttrSpec{Name: "custom_endpoint_ec2", Type: cty.String, Required: false},
-		"custom_endpoint_ebs":        &hcldec.AttrSpec{Name: "custom_endpoint_ebs", Type: cty.String, Required: false},
-		"max_retries":                &hcldec.AttrSpec{Name: "max_retries", Type: cty.Number, Required: false},
-		"ami_name":                   &hcldec.AttrSpec{Name: "ami_name", Type: cty.String, Required: false},
-		"ami_description":            &hcldec.AttrSpec{Name: "ami_description", Type: cty.String, Required: false},
-		"ami_regions":                &hcldec.AttrSpec{Name: "ami_regions", Type: cty.List(cty.String), Required: false},
-		"ami_users":                  &hcldec.AttrSpec{Name: "ami_users", Type: cty.List(cty.String), Required: false},
-		"ami_groups":                 &hcldec.AttrSpec{Name: "ami_groups", Type: cty.List(cty.String), Required: false},
-		"tags":                       &hcldec.AttrSpec{Name: "tags", Type: cty.Map(cty.String), Required: false},
-		"snapshot_tags":              &hcldec.AttrSpec{Name: "snapshot_tags", Type: cty.Map(cty.String), Required: false},
-		"encrypt_boot":               &hcldec.AttrSpec{Name: "encrypt_boot", Type: cty.Bool, Required: false},
-		"kms_key_id":                 &hcldec.AttrSpec{Name: "kms_key_id", Type: cty.String, Required: false},
-		"volume_size":                &hcldec.AttrSpec{Name: "volume_size", Type: cty.Number, Required: false},
-		"image_path":                 &hcldec.AttrSpec{Name: "image_path", Type: cty.String, Required: false},
-		"upload_workers":             &hcldec.AttrSpec{Name: "upload_workers", Type: cty.Number, Required: false},
-		"upload_attempts":            &hcldec.AttrSpec{Name: "upload_attempts", Type: cty.Number, Required: false},
-		"snapshot_timeout":           &hcldec.AttrSpec{Name: "snapshot_timeout", Type: cty.String, Required: false},
-		"wait_timeout":               &hcldec.AttrSpec{Name: "wait_timeout", Type: cty.String, Required: false},
-		"poll_interval":              &hcldec.AttrSpec{Name: "poll_interval", Type: cty.String, Required: false},
+		"packer_build_name":           &hcldec.AttrSpec{Name: "packer_build_name", Type: cty.String, Required: false},
+		"packer_builder_type":         &hcldec.AttrSpec{Name: "packer_builder_type", Type: cty.String, Required: false},
+		"packer_core_version":         &hcldec.AttrSpec{Name: "packer_core_version", Type: cty.String, Required: false},
+		"packer_debug":                &hcldec.AttrSpec{Name: "packer_debug", Type: cty.Bool, Required: false},
+		"packer_force":                &hcldec.AttrSpec{Name: "packer_force", Type: cty.Bool, Required: false},
+		"packer_on_error":             &hcldec.AttrSpec{Name: "packer_on_error", Type: cty.String, Required: false},
+		"packer_user_variables":       &hcldec.AttrSpec{Name: "packer_user_variables", Type: cty.Map(cty.String), Required: false},
+		"packer_sensitive_variables":  &hcldec.AttrSpec{Name: "packer_sensitive_variables", Type: cty.List(cty.String), Required: false},
+		"access_key":                  &hcldec.AttrSpec{Name: "access_key", Type: cty.String, Required: false},
+		"secret_key":                  &hcldec.AttrSpec{Name: "secret_key", Type: cty.String, Required: false},
+		"token":                       &hcldec.AttrSpec{Name: "token", Type: cty.String, Required: false},
+		"profile":                     &hcldec.AttrSpec{Name: "profile", Type: cty.String, Required: false},
+		"shared_credentials_file":     &hcldec.AttrSpec{Name: "shared_credentials_file", Type: cty.String, Required: false},
+		"region":                      &hcldec.AttrSpec{Name: "region", Type: cty.String, Required: false},
+		"skip_region_validation":      &hcldec.AttrSpec{Name: "skip_region_validation", Type: cty.Bool, Required: false},
+		"custom_endpoint_ec2":         &hcldec.AttrSpec{Name: "custom_endpoint_ec2", Type: cty.String, Required: false},
+		"custom_endpoint_ebs":         &hcldec.AttrSpec{Name: "custom_endpoint_ebs", Type: cty.String, Required: false},
+		"custom_endpoint_sts":         &hcldec.AttrSpec{Name: "custom_endpoint_sts", Type: cty.String, Required: false},
+		"custom_endpoint_ssm":         &hcldec.AttrSpec{Name: "custom_endpoint_ssm", Type: cty.String, Required: false},
+		"custom_endpoint_autoscaling": &hcldec.AttrSpec{Name: "custom_endpoint_autoscaling", Type: cty.String, Required: false},
+		"assume_role":                 &hcldec.BlockSpec{TypeName: "assume_role", Nested: hcldec.ObjectSpec((*FlatAssumeRoleConfig)(nil).HCL2Spec())},
+		"max_retries":                 &hcldec.AttrSpec{Name: "max_retries", Type: cty.Number, Required: false},
+		"ami_name":                    &hcldec.AttrSpec{Name: "ami_name", Type: cty.String, Required: false},
+		"ami_description":             &hcldec.AttrSpec{Name: "ami_description", Type: cty.String, Required: false},
+		"ami_regions":                 &hcldec.AttrSpec{Name: "ami_regions", Type: cty.List(cty.String), Required: false},
+		"ami_users":                   &hcldec.AttrSpec{Name: "ami_users", Type: cty.List(cty.String), Required: false},
+		"ami_groups":                  &hcldec.AttrSpec{Name: "ami_groups", Type: cty.List(cty.String), Required: false},
+		"tags":                        &hcldec.AttrSpec{Name: "tags", Type: cty.Map(cty.String), Required: false},
+		"snapshot_tags":               &hcldec.AttrSpec{Name: "snapshot_tags", Type: cty.Map(cty.String), Required: false},
+		"tag":                         &hcldec.BlockListSpec{TypeName: "tag", Nested: hcldec.ObjectSpec((*config.FlatKeyValue)(nil).HCL2Spec())},
+		"snapshot_tag":                &hcldec.BlockListSpec{TypeName: "snapshot_tag", Nested: hcldec.ObjectSpec((*config.FlatKeyValue)(nil).HCL2Spec())},
+		"snapshot_users":              &hcldec.AttrSpec{Name: "snapshot_users", Type: cty.List(cty.String), Required: false},
+		"snapshot_groups":             &hcldec.AttrSpec{Name: "snapshot_groups", Type: cty.List(cty.String), Required: false},
+		"ami_org_arns":                &hcldec.AttrSpec{Name: "ami_org_arns", Type: cty.List(cty.String), Required: false},
+		"ami_ou_arns":                 &hcldec.AttrSpec{Name: "ami_ou_arns", Type: cty.List(cty.String), Required: false},
+		"deprecate_at":                &hcldec.AttrSpec{Name: "deprecate_at", Type: cty.String, Required: false},
+		"deregistration_protection":   &hcldec.BlockSpec{TypeName: "deregistration_protection", Nested: hcldec.ObjectSpec((*FlatDeregistrationProtectionOptions)(nil).HCL2Spec())},
+		"force_deregister":            &hcldec.AttrSpec{Name: "force_deregister", Type: cty.Bool, Required: false},
+		"force_delete_snapshot":       &hcldec.AttrSpec{Name: "force_delete_snapshot", Type: cty.Bool, Required: false},
+		"boot_mode":                   &hcldec.AttrSpec{Name: "boot_mode", Type: cty.String, Required: false},
+		"imds_support":                &hcldec.AttrSpec{Name: "imds_support", Type: cty.String, Required: false},
+		"ena_support":                 &hcldec.AttrSpec{Name: "ena_support", Type: cty.Bool, Required: false},
+		"sriov_support":               &hcldec.AttrSpec{Name: "sriov_support", Type: cty.Bool, Required: false},
+		"tpm_support":                 &hcldec.AttrSpec{Name: "tpm_support", Type: cty.String, Required: false},
+		"architecture":                &hcldec.AttrSpec{Name: "architecture", Type: cty.String, Required: false},
+		"encrypt_boot":                &hcldec.AttrSpec{Name: "encrypt_boot", Type: cty.Bool, Required: false},
+		"kms_key_id":                  &hcldec.AttrSpec{Name: "kms_key_id", Type: cty.String, Required: false},
+		"region_kms_key_ids":          &hcldec.AttrSpec{Name: "region_kms_key_ids", Type: cty.Map(cty.String), Required: false},
+		"volume_size":                 &hcldec.AttrSpec{Name: "volume_size", Type: cty.Number, Required: false},
+		"image_path":                  &hcldec.AttrSpec{Name: "image_path", Type: cty.String, Required: false},
+		"upload_workers":              &hcldec.AttrSpec{Name: "upload_workers", Type: cty.Number, Required: false},
+		"upload_attempts":             &hcldec.AttrSpec{Name: "upload_attempts", Type: cty.Number, Required: false},
+		"snapshot_timeout":            &hcldec.AttrSpec{Name: "snapshot_timeout", Type: cty.String, Required: false},
+		"wait_timeout":                &hcldec.AttrSpec{Name: "wait_timeout", Type: cty.String, Required: false},
+		"poll_interval":               &hcldec.AttrSpec{Name: "poll_interval", Type: cty.String, Required: false},
+	}
+	return s
+}
+
+// FlatDeregistrationProtectionOptions is an auto-generated flat version of DeregistrationProtectionOptions.
+// Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
+type FlatDeregistrationProtectionOptions struct {
+	Enabled      *bool `mapstructure:"enabled" cty:"enabled" hcl:"enabled"`
+	WithCooldown *bool `mapstructure:"with_cooldown" cty:"with_cooldown" hcl:"with_cooldown"`
+}
+
+// FlatMapstructure returns a new FlatDeregistrationProtectionOptions.
+// FlatDeregistrationProtectionOptions is an auto-generated flat version of DeregistrationProtectionOptions.
+// Where the contents a fields with a `mapstructure:,squash` tag are bubbled up.
+func (*DeregistrationProtectionOptions) FlatMapstructure() interface{ HCL2Spec() map[string]hcldec.Spec } {
+	return new(FlatDeregistrationProtectionOptions)
+}
+
+// HCL2Spec returns the hcl spec of a DeregistrationProtectionOptions.
+// This spec is used by HCL to read the fields of DeregistrationProtectionOptions.
+// The decoded values from this spec will then be applied to a FlatDeregistrationProtectionOptions.
+func (*FlatDeregistrationProtectionOptions) HCL2Spec() map[string]hcldec.Spec {
+	s := map[string]hcldec.Spec{
+		"enabled":       &hcldec.AttrSpec{Name: "enabled", Type: cty.Bool, Required: false},
+		"with_cooldown": &hcldec.AttrSpec{Name: "with_cooldown", Type: cty.Bool, Required: false},
 	}
 	return s
 }

@@ -63,26 +63,60 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 	state.Put(keyClients, cl)
 	state.Put(keyImagePath, path)
 	runner := &multistep.BasicRunner{Steps: []multistep.Step{
+		&stepPreValidate{},
 		&stepUpload{progressEvery: p.progressEvery},
 		&stepRegister{},
 		&stepCopy{},
 		&stepLaunchPermissions{},
+		&stepProtect{},
 	}}
 	runner.Run(ctx, state)
 
-	if err, ok := state.GetOk(keyError); ok {
-		return nil, true, false, err.(error)
-	}
-	if _, ok := state.GetOk(multistep.StateCancelled); ok {
-		return nil, true, false, fmt.Errorf("cancelled; everything created was deleted")
+	if err := outcome(state); err != nil {
+		return nil, true, false, err
 	}
 	a := &Artifact{
 		Amis:        state.Get(keyAMIs).(map[string]string),
 		Snapshots:   state.Get(keySnapshots).(map[string]string),
 		SourceImage: path,
+		BuildRegion: p.config.RawRegion,
+		DiskSHA256:  diskSHA256(in),
 		clients:     cl,
 	}
 	return a, true, false, nil
+}
+
+// outcome turns a failed or cancelled run into the error Packer shows:
+// what happened, then whether the clean-up left anything behind.
+func outcome(state multistep.StateBag) error {
+	err, failed := state.GetOk(keyError)
+	_, cancelled := state.GetOk(multistep.StateCancelled)
+	if !failed && !cancelled {
+		return nil
+	}
+	msg := "cancelled"
+	if failed && err != errCancelled {
+		msg = err.(error).Error()
+	}
+	if l, _ := state.Get(keyLeftovers).([]string); len(l) > 0 {
+		return fmt.Errorf("%s; left behind, delete by hand: %s", msg, strings.Join(l, ", "))
+	}
+	if failed && err != errCancelled {
+		return fmt.Errorf("%w; everything created was deleted", err.(error))
+	}
+	return fmt.Errorf("%s; everything created was deleted", msg)
+}
+
+// diskSHA256 is the input disk's sha256 when the artifact knows it (the
+// hotpath-image builder's does), for the HCP Packer registry.
+func diskSHA256(a packersdk.Artifact) string {
+	if a == nil {
+		return ""
+	}
+	if s, ok := a.State("disk_sha256").(string); ok {
+		return s
+	}
+	return ""
 }
 
 // diskImage finds the raw disk to upload: image_path if set, else the

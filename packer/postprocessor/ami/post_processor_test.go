@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	registryimage "github.com/hashicorp/packer-plugin-sdk/packer/registry/image"
 	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
 )
@@ -348,5 +349,211 @@ func TestPostProcessNoImage(t *testing.T) {
 	}
 	if len(f.Calls()) != 0 {
 		t.Errorf("AWS called without an image: %v", f.Calls())
+	}
+}
+
+// A cancel while the copies are still pending (EC2 names a copy's
+// snapshot only once it is available) deletes the copy and the snapshot
+// EC2 made for it, and says "cancelled", not "context canceled".
+func TestPostProcessCancelPendingCopy(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	f.CopyPendingPolls = 1 << 20 // the copies never finish
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	copies := 0
+	f.OnCall = func(op string, status int) {
+		if op == "CopyImage" && status == 200 {
+			copies++
+		}
+		if op == "DescribeImages" && copies == 2 {
+			cancel()
+		}
+	}
+	pp := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1", "us-west-2"}})
+	ui := new(uitest.UI)
+	_, _, _, err := pp.PostProcess(ctx, ui, input(path))
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || err.Error() != "cancelled; everything created was deleted" {
+		t.Errorf("err %v", err)
+	}
+	if ui.Contains("context canceled") {
+		t.Errorf("UI shows the context error")
+	}
+	if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
+		t.Errorf("left behind: %+v images, %d snapshots", f.Images(), m)
+	}
+	for _, r := range []string{"us-east-1", "us-west-2"} {
+		if !ui.Contains("Deleted ami-") || !ui.Contains("in "+r) {
+			t.Errorf("UI does not report deleting the copy in %s", r)
+		}
+	}
+}
+
+// An AMI name already taken in any target region stops the run before
+// anything is uploaded.
+func TestPostProcessDuplicateNameEarly(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	// A first run takes the name in eu-west-1 and us-east-1.
+	if _, _, _, err := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}}).PostProcess(context.Background(), new(uitest.UI), input(path)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ region, copyTo string }{{"eu-west-1", "ap-south-1"}, {"ap-south-1", "us-east-1"}} {
+		starts := f.CountCalls("StartSnapshot", 0)
+		ui := new(uitest.UI)
+		_, _, _, err := newPP(t, f, map[string]interface{}{"region": tc.region, "ami_regions": []string{tc.copyTo}}).PostProcess(context.Background(), ui, input(path))
+		if err == nil || !strings.Contains(err.Error(), `ami_name "hotpath test" is already used by ami-`) {
+			t.Errorf("%s: err %v", tc.region, err)
+		}
+		if n := f.CountCalls("StartSnapshot", 0) - starts; n != 0 {
+			t.Errorf("%s: %d uploads started despite the duplicate name", tc.region, n)
+		}
+	}
+}
+
+// Encrypted copies use their region's key from region_kms_key_ids.
+func TestPostProcessRegionKMSKeys(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	keys := map[string]string{
+		"eu-west-1": "arn:aws:kms:eu-west-1:123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab",
+		"us-east-1": "arn:aws:kms:us-east-1:123456789012:key/1f0f0f0f-1234-5678-9abc-0123456789ab",
+	}
+	pp := newPP(t, f, map[string]interface{}{
+		"encrypt_boot": true, "region_kms_key_ids": keys, "ami_regions": []string{"us-east-1"}, "ami_users": []string{"111122223333"},
+	})
+	ui := new(uitest.UI)
+	if _, _, _, err := pp.PostProcess(context.Background(), ui, input(path)); err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	for _, sn := range f.Snapshots() {
+		if !sn.Encrypted || sn.KmsKeyArn != keys[sn.Region] {
+			t.Errorf("snapshot %s in %s: encrypted %v with %q, want %q", sn.ID, sn.Region, sn.Encrypted, sn.KmsKeyArn, keys[sn.Region])
+		}
+	}
+}
+
+// A template written for the amazon plugin: its keys do what they do
+// there, checked on the fake's side.
+func TestPostProcessAmazonKeys(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	// An AMI of the same name exists in both regions; force_deregister
+	// with force_delete_snapshot replaces it.
+	old := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}})
+	if _, _, _, err := old.PostProcess(context.Background(), new(uitest.UI), input(path)); err != nil {
+		t.Fatal(err)
+	}
+	oldImages := f.Images()
+	before := len(f.Calls())
+	org := "arn:aws:organizations::123456789012:organization/o-abcdefghij"
+	ou := "arn:aws:organizations::123456789012:ou/o-abcdefghij/ou-ab12-cdefgh34"
+	deprecate := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Minute)
+	pp := newPP(t, f, map[string]interface{}{
+		"ami_regions":               []string{"us-east-1"},
+		"force_deregister":          true,
+		"force_delete_snapshot":     true,
+		"assume_role":               map[string]interface{}{"role_arn": "arn:aws:iam::123456789012:role/hotpath-builder", "external_id": "ext-1", "session_name": "ci"},
+		"custom_endpoint_sts":       f.URL,
+		"snapshot_users":            []string{"111122223333"},
+		"ami_org_arns":              []string{org},
+		"ami_ou_arns":               []string{ou},
+		"deprecate_at":              deprecate.Format(time.RFC3339),
+		"deregistration_protection": map[string]interface{}{"enabled": true},
+		"tag":                       []map[string]string{{"key": "cost-center", "value": "42"}},
+		"snapshot_tag":              []map[string]string{{"key": "backup", "value": "no"}},
+		"boot_mode":                 "uefi",
+		"imds_support":              "v2.0",
+		"ena_support":               true,
+		"sriov_support":             true,
+		"tpm_support":               "v2.0",
+		"architecture":              "x86_64",
+	})
+	ui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+	t.Logf("UI:\n%s", ui.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range oldImages {
+		for _, now := range f.Images() {
+			if now.ID == im.ID {
+				t.Errorf("old AMI %s not deregistered", im.ID)
+			}
+		}
+		for _, sn := range f.Snapshots() {
+			if sn.ID == im.SnapshotID {
+				t.Errorf("old snapshot %s not deleted", sn.ID)
+			}
+		}
+	}
+	imgs := f.Images()
+	if len(imgs) != 2 {
+		t.Fatalf("%d images", len(imgs))
+	}
+	for _, im := range imgs {
+		if im.Tpm != "v2.0" || !im.Protected || im.DeprecateAt != deprecate.Format("2006-01-02T15:04:05.000Z") ||
+			strings.Join(im.LaunchOrgs, ",") != org || strings.Join(im.LaunchOUs, ",") != ou || im.Tags["cost-center"] != "42" || im.Tags["Name"] != "hotpath" {
+			t.Errorf("image %+v", im)
+		}
+	}
+	for _, sn := range f.Snapshots() {
+		if strings.Join(sn.VolumeUsers, ",") != "111122223333" || sn.Tags["backup"] != "no" {
+			t.Errorf("snapshot %s: volume users %v, tags %v", sn.ID, sn.VolumeUsers, sn.Tags)
+		}
+	}
+	// Every call after AssumeRole was signed with the role's credentials.
+	assumed := f.AssumedRoles()
+	if len(assumed) != 1 {
+		t.Fatalf("assumed roles %v", assumed)
+	}
+	for k, v := range assumed {
+		if v != "arn:aws:iam::123456789012:role/hotpath-builder ci ext-1" {
+			t.Errorf("assumed %s", v)
+		}
+		for _, c := range f.Calls()[before:] {
+			if c.Op != "AssumeRole" && c.Key != k {
+				t.Errorf("%s signed with %s, not the role's %s", c.Op, c.Key, k)
+			}
+		}
+	}
+	// A protected AMI cannot be deregistered: Destroy says so.
+	if err := a.Destroy(); err == nil || !strings.Contains(err.Error(), "deregistration protection") {
+		t.Errorf("Destroy of protected AMIs: %v", err)
+	}
+}
+
+// The HCP Packer registry metadata: the AMI registered from the disk has
+// no source image (the disk is no image id; its sha256 and the snapshot
+// are labels), each copy's source is that AMI.
+func TestRegistryMetadata(t *testing.T) {
+	f := fakeaws.New("AKIDPP")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	in := &packersdk.MockArtifact{FilesValue: []string{path}, StateValues: map[string]interface{}{"disk_sha256": "d15c"}}
+	a, _, _, err := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}}).PostProcess(context.Background(), new(uitest.UI), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, ok := a.State(registryimage.ArtifactStateURI).([]*registryimage.Image)
+	if !ok || len(imgs) != 2 {
+		t.Fatalf("registry images %#v", a.State(registryimage.ArtifactStateURI))
+	}
+	amis := a.State("amis").(map[string]string)
+	snaps := a.State("snapshots").(map[string]string)
+	for _, im := range imgs {
+		want := ""
+		if im.ProviderRegion == "us-east-1" {
+			want = amis["eu-west-1"]
+		}
+		if im.ImageID != amis[im.ProviderRegion] || im.SourceImageID != want || strings.HasPrefix(im.SourceImageID, "/") ||
+			im.Labels["disk_sha256"] != "d15c" || im.Labels["snapshot_id"] != snaps[im.ProviderRegion] {
+			t.Errorf("registry image %+v", im)
+		}
 	}
 }

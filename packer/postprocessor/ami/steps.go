@@ -27,6 +27,7 @@ const (
 	keyAMIs       = "amis"      // map[region]ami id
 	keySnapshots  = "snapshots" // map[region]snapshot id
 	keyError      = "error"
+	keyLeftovers  = "leftovers" // []string: what clean-up could not delete
 )
 
 // The root device of the AMI. /dev/xvda is what Amazon Linux uses; on
@@ -39,10 +40,27 @@ const rootDevice = "/dev/xvda"
 // so it has its own context.
 const cleanupTimeout = 2 * time.Minute
 
-func halt(state multistep.StateBag, err error) multistep.StepAction {
+// errCancelled is the error of a cancelled run: a cancel surfaces in the
+// steps as whatever error the interrupted call returned ("context
+// canceled"), which is not what the user should read.
+var errCancelled = errors.New("cancelled")
+
+func halt(ctx context.Context, state multistep.StateBag, err error) multistep.StepAction {
+	if ctx.Err() != nil {
+		state.Put(keyError, errCancelled)
+		state.Get(keyUI).(packersdk.Ui).Say("Cancelled; deleting what was created...")
+		return multistep.ActionHalt
+	}
 	state.Put(keyError, err)
 	state.Get(keyUI).(packersdk.Ui).Error(err.Error())
 	return multistep.ActionHalt
+}
+
+// leftover records something a clean-up could not delete, for the final
+// error message.
+func leftover(state multistep.StateBag, what string) {
+	l, _ := state.Get(keyLeftovers).([]string)
+	state.Put(keyLeftovers, append(l, what))
 }
 
 func failed(state multistep.StateBag) bool {
@@ -66,7 +84,7 @@ func (s *stepUpload) Run(ctx context.Context, state multistep.StateBag) multiste
 	path := state.Get(keyImagePath).(string)
 	fi, err := os.Stat(path)
 	if err != nil {
-		return halt(state, fmt.Errorf("disk image: %w", err))
+		return halt(ctx, state, fmt.Errorf("disk image: %w", err))
 	}
 	vol := c.VolumeSize
 	if vol == 0 {
@@ -98,7 +116,7 @@ func (s *stepUpload) Run(ctx context.Context, state multistep.StateBag) multiste
 		},
 	})
 	if err != nil {
-		return halt(state, fmt.Errorf("upload: %w", err))
+		return halt(ctx, state, fmt.Errorf("upload: %w", err))
 	}
 	pr.final()
 	ui.Say(fmt.Sprintf("Snapshot %s: %d of %d blocks written (%d skipped), aggregate SHA-256 %s",
@@ -109,7 +127,7 @@ func (s *stepUpload) Run(ctx context.Context, state multistep.StateBag) multiste
 		o.MinDelay, o.MaxDelay = c.PollInterval, 4*c.PollInterval
 	})
 	if err := w.Wait(ctx, &ec2.DescribeSnapshotsInput{SnapshotIds: []string{res.SnapshotID}}, c.WaitTimeout); err != nil {
-		return halt(state, fmt.Errorf("wait for snapshot %s: %w", res.SnapshotID, err))
+		return halt(ctx, state, fmt.Errorf("wait for snapshot %s: %w", res.SnapshotID, err))
 	}
 	return multistep.ActionContinue
 }
@@ -125,6 +143,7 @@ func (s *stepUpload) Cleanup(state multistep.StateBag) {
 	ui.Say(fmt.Sprintf("Deleting snapshot %s (the build failed or was cancelled)...", id))
 	if _, err := cl.ec2(c.RawRegion).DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(id.(string))}); err != nil {
 		ui.Error(fmt.Sprintf("Error deleting snapshot %s, delete it by hand: %s", id, err))
+		leftover(state, fmt.Sprintf("snapshot %s in %s", id, c.RawRegion))
 		return
 	}
 	ui.Say(fmt.Sprintf("Deleted snapshot %s", id))
@@ -139,7 +158,7 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 	snap := state.Get(keySnapshotID).(string)
 	in := &ec2.RegisterImageInput{
 		Name:               aws.String(c.AMIName),
-		Architecture:       types.ArchitectureValuesX8664,
+		Architecture:       types.ArchitectureValues(c.Architecture),
 		VirtualizationType: aws.String("hvm"),
 		RootDeviceName:     aws.String(rootDevice),
 		BlockDeviceMappings: []types.BlockDeviceMapping{{
@@ -155,6 +174,9 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 		BootMode:        types.BootModeValuesUefi,
 		ImdsSupport:     types.ImdsSupportValuesV20,
 	}
+	if c.TPMSupport != "" {
+		in.TpmSupport = types.TpmSupportValues(c.TPMSupport)
+	}
 	if c.VolumeSize > 0 {
 		in.BlockDeviceMappings[0].Ebs.VolumeSize = aws.Int32(int32(c.VolumeSize))
 	}
@@ -164,16 +186,20 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 	if len(c.Tags) > 0 {
 		in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeImage, Tags: ec2Tags(c.Tags)}}
 	}
-	ui.Say(fmt.Sprintf("Registering AMI %q from %s (x86_64, UEFI, ENA, IMDSv2 only)...", c.AMIName, snap))
+	tpm := ""
+	if c.TPMSupport != "" {
+		tpm = ", NitroTPM " + c.TPMSupport
+	}
+	ui.Say(fmt.Sprintf("Registering AMI %q from %s (%s, UEFI, ENA, IMDSv2 only%s)...", c.AMIName, snap, c.Architecture, tpm))
 	out, err := cl.ec2(c.RawRegion).RegisterImage(ctx, in)
 	if err != nil {
-		return halt(state, fmt.Errorf("RegisterImage: %w", err))
+		return halt(ctx, state, fmt.Errorf("RegisterImage: %w", err))
 	}
 	id := aws.ToString(out.ImageId)
 	state.Put(keyAMIs, map[string]string{c.RawRegion: id})
 	ui.Say("Registered " + id + "; waiting for it to become available...")
 	if err := waitAvailable(ctx, cl.ec2(c.RawRegion), id, c); err != nil {
-		return halt(state, err)
+		return halt(ctx, state, err)
 	}
 	ui.Say(fmt.Sprintf("AMI %s is available in %s", id, c.RawRegion))
 	return multistep.ActionContinue
@@ -194,6 +220,7 @@ func (s *stepRegister) Cleanup(state multistep.StateBag) {
 	ui.Say(fmt.Sprintf("Deregistering AMI %s (the build failed or was cancelled)...", id))
 	if _, err := cl.ec2(c.RawRegion).DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(id)}); err != nil {
 		ui.Error(fmt.Sprintf("Error deregistering AMI %s, deregister it by hand: %s", id, err))
+		leftover(state, fmt.Sprintf("AMI %s in %s", id, c.RawRegion))
 		return
 	}
 	ui.Say("Deregistered AMI " + id)
@@ -233,31 +260,38 @@ func (s *stepCopy) Run(ctx context.Context, state multistep.StateBag) multistep.
 			in.Description = aws.String(c.AMIDescription)
 		}
 		if c.EncryptBoot {
-			// kms_key_id names a key of the build region; copies use
-			// the destination region's default EBS key.
+			// KMS keys are regional: a copy is encrypted with its
+			// region's key from region_kms_key_ids, else with that
+			// region's AWS managed key.
 			in.Encrypted = aws.Bool(true)
+			if k := c.RegionKMSKeyIDs[r]; k != "" {
+				in.KmsKeyId = aws.String(k)
+			}
 		}
 		out, err := cl.ec2(r).CopyImage(ctx, in)
 		if err != nil {
-			return halt(state, fmt.Errorf("CopyImage to %s: %w", r, err))
+			return halt(ctx, state, fmt.Errorf("CopyImage to %s: %w", r, err))
 		}
 		amis[r] = aws.ToString(out.ImageId)
 		ui.Say(fmt.Sprintf("%s: %s", r, amis[r]))
 	}
 	for _, r := range c.AMIRegions {
 		if err := waitAvailable(ctx, cl.ec2(r), amis[r], c); err != nil {
-			return halt(state, err)
+			return halt(ctx, state, err)
 		}
-		snap, err := imageSnapshot(ctx, cl.ec2(r), amis[r])
+		snap, _, err := imageSnapshot(ctx, cl.ec2(r), amis[r])
+		if err == nil && snap == "" {
+			err = fmt.Errorf("AMI %s is available but names no snapshot", amis[r])
+		}
 		if err != nil {
-			return halt(state, err)
+			return halt(ctx, state, err)
 		}
 		snaps[r] = snap
 		if err := tag(ctx, cl.ec2(r), amis[r], c.Tags); err != nil {
-			return halt(state, err)
+			return halt(ctx, state, err)
 		}
 		if err := tag(ctx, cl.ec2(r), snap, c.SnapshotTags); err != nil {
-			return halt(state, err)
+			return halt(ctx, state, err)
 		}
 		ui.Say(fmt.Sprintf("AMI %s is available in %s", amis[r], r))
 	}
@@ -281,23 +315,22 @@ func (s *stepCopy) Cleanup(state multistep.StateBag) {
 			continue
 		}
 		ui.Say(fmt.Sprintf("Deleting the copy %s in %s and its snapshot (the build failed or was cancelled)...", id, r))
-		if err := deleteImage(ctx, cl.ec2(r), id); err != nil {
-			ui.Error(fmt.Sprintf("Error deleting %s in %s, delete it by hand: %s", id, r, err))
+		if err := deleteImage(ctx, cl.ec2(r), id, c.PollInterval); err != nil {
+			ui.Error(fmt.Sprintf("Error deleting %s in %s, delete it and its snapshot by hand: %s", id, r, err))
+			leftover(state, fmt.Sprintf("AMI %s and its snapshot in %s", id, r))
 			continue
 		}
 		ui.Say(fmt.Sprintf("Deleted %s in %s", id, r))
 	}
 }
 
-// stepLaunchPermissions grants ami_users and ami_groups launch permission
-// on every AMI.
+// stepLaunchPermissions grants launch permission on every AMI to
+// ami_users, ami_groups, ami_org_arns and ami_ou_arns, and create-volume
+// permission on every snapshot to snapshot_users and snapshot_groups.
 type stepLaunchPermissions struct{}
 
 func (s *stepLaunchPermissions) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
 	c, ui, cl := bag(state)
-	if len(c.AMIUsers)+len(c.AMIGroups) == 0 {
-		return multistep.ActionContinue
-	}
 	var perms []types.LaunchPermission
 	for _, u := range c.AMIUsers {
 		perms = append(perms, types.LaunchPermission{UserId: aws.String(u)})
@@ -305,21 +338,95 @@ func (s *stepLaunchPermissions) Run(ctx context.Context, state multistep.StateBa
 	for _, g := range c.AMIGroups {
 		perms = append(perms, types.LaunchPermission{Group: types.PermissionGroup(g)})
 	}
+	for _, o := range c.AMIOrgArns {
+		perms = append(perms, types.LaunchPermission{OrganizationArn: aws.String(o)})
+	}
+	for _, o := range c.AMIOuArns {
+		perms = append(perms, types.LaunchPermission{OrganizationalUnitArn: aws.String(o)})
+	}
+	var vperms []types.CreateVolumePermission
+	for _, u := range c.SnapshotUsers {
+		vperms = append(vperms, types.CreateVolumePermission{UserId: aws.String(u)})
+	}
+	for _, g := range c.SnapshotGroups {
+		vperms = append(vperms, types.CreateVolumePermission{Group: types.PermissionGroup(g)})
+	}
 	amis := state.Get(keyAMIs).(map[string]string)
+	snaps := state.Get(keySnapshots).(map[string]string)
 	for _, r := range sortedRegions(amis) {
-		ui.Say(fmt.Sprintf("Granting launch permission on %s in %s...", amis[r], r))
-		_, err := cl.ec2(r).ModifyImageAttribute(ctx, &ec2.ModifyImageAttributeInput{
-			ImageId:          aws.String(amis[r]),
-			LaunchPermission: &types.LaunchPermissionModifications{Add: perms},
-		})
-		if err != nil {
-			return halt(state, fmt.Errorf("launch permissions on %s in %s: %w", amis[r], r, err))
+		if len(perms) > 0 {
+			ui.Say(fmt.Sprintf("Granting launch permission on %s in %s...", amis[r], r))
+			_, err := cl.ec2(r).ModifyImageAttribute(ctx, &ec2.ModifyImageAttributeInput{
+				ImageId:          aws.String(amis[r]),
+				LaunchPermission: &types.LaunchPermissionModifications{Add: perms},
+			})
+			if err != nil {
+				return halt(ctx, state, fmt.Errorf("launch permissions on %s in %s: %w", amis[r], r, err))
+			}
+		}
+		if len(vperms) > 0 {
+			ui.Say(fmt.Sprintf("Granting create-volume permission on %s in %s...", snaps[r], r))
+			_, err := cl.ec2(r).ModifySnapshotAttribute(ctx, &ec2.ModifySnapshotAttributeInput{
+				SnapshotId:             aws.String(snaps[r]),
+				Attribute:              types.SnapshotAttributeNameCreateVolumePermission,
+				CreateVolumePermission: &types.CreateVolumePermissionModifications{Add: vperms},
+			})
+			if err != nil {
+				return halt(ctx, state, fmt.Errorf("create-volume permissions on %s in %s: %w", snaps[r], r, err))
+			}
+		}
+		if c.DeprecateAt != "" {
+			t, _ := time.Parse(time.RFC3339, c.DeprecateAt)
+			if _, err := cl.ec2(r).EnableImageDeprecation(ctx, &ec2.EnableImageDeprecationInput{
+				ImageId: aws.String(amis[r]), DeprecateAt: aws.Time(t.UTC().Truncate(time.Minute)),
+			}); err != nil {
+				return halt(ctx, state, fmt.Errorf("deprecation of %s in %s: %w", amis[r], r, err))
+			}
+			ui.Say(fmt.Sprintf("%s in %s is deprecated from %s", amis[r], r, c.DeprecateAt))
 		}
 	}
 	return multistep.ActionContinue
 }
 
 func (s *stepLaunchPermissions) Cleanup(multistep.StateBag) {}
+
+// stepProtect turns deregistration protection on, last, so that no later
+// step can fail with protected AMIs to clean up; a cancel that still
+// lands here turns it off again before the AMIs are deleted.
+type stepProtect struct{ protected map[string]string }
+
+func (s *stepProtect) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	if !c.DeregistrationProtection.Enabled {
+		return multistep.ActionContinue
+	}
+	s.protected = map[string]string{}
+	amis := state.Get(keyAMIs).(map[string]string)
+	for _, r := range sortedRegions(amis) {
+		if _, err := cl.ec2(r).EnableImageDeregistrationProtection(ctx, &ec2.EnableImageDeregistrationProtectionInput{
+			ImageId: aws.String(amis[r]), WithCooldown: aws.Bool(c.DeregistrationProtection.WithCooldown),
+		}); err != nil {
+			return halt(ctx, state, fmt.Errorf("deregistration protection of %s in %s: %w", amis[r], r, err))
+		}
+		s.protected[r] = amis[r]
+		ui.Say(fmt.Sprintf("%s in %s is protected against deregistration", amis[r], r))
+	}
+	return multistep.ActionContinue
+}
+
+func (s *stepProtect) Cleanup(state multistep.StateBag) {
+	if !failed(state) || len(s.protected) == 0 {
+		return
+	}
+	_, ui, cl := bag(state)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	for _, r := range sortedRegions(s.protected) {
+		if _, err := cl.ec2(r).DisableImageDeregistrationProtection(ctx, &ec2.DisableImageDeregistrationProtectionInput{ImageId: aws.String(s.protected[r])}); err != nil {
+			ui.Error(fmt.Sprintf("Error removing the deregistration protection of %s in %s: %s", s.protected[r], r, err))
+		}
+	}
+}
 
 func ec2Tags(m map[string]string) []types.Tag {
 	keys := make([]string, 0, len(m))
@@ -344,26 +451,39 @@ func tag(ctx context.Context, client *ec2.Client, id string, m map[string]string
 	return nil
 }
 
-// imageSnapshot returns the snapshot behind an AMI's root device.
-func imageSnapshot(ctx context.Context, client *ec2.Client, id string) (string, error) {
+// imageSnapshot returns the snapshot behind an AMI's root device and
+// the AMI's state. While a copy is pending, EC2 leaves the snapshot id out
+// of the answer: the snapshot is then "".
+func imageSnapshot(ctx context.Context, client *ec2.Client, id string) (snap string, state types.ImageState, err error) {
 	out, err := client.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
 	if err != nil {
-		return "", fmt.Errorf("describe %s: %w", id, err)
+		return "", "", fmt.Errorf("describe %s: %w", id, err)
 	}
 	for _, im := range out.Images {
 		for _, m := range im.BlockDeviceMappings {
 			if m.Ebs != nil && m.Ebs.SnapshotId != nil {
-				return *m.Ebs.SnapshotId, nil
+				return *m.Ebs.SnapshotId, im.State, nil
 			}
 		}
+		if im.State == types.ImageStatePending {
+			return "", im.State, nil
+		}
+		return "", im.State, fmt.Errorf("AMI %s has no EBS snapshot", id)
 	}
-	return "", fmt.Errorf("AMI %s has no EBS snapshot", id)
+	return "", "", fmt.Errorf("describe %s: no such image", id)
 }
 
+// copySnapshotAttempts bounds the search for a pending copy's snapshot.
+const copySnapshotAttempts = 5
+
 // deleteImage deregisters an AMI and deletes its snapshot. An AMI that is
-// already gone is not an error.
-func deleteImage(ctx context.Context, client *ec2.Client, id string) error {
-	snap, err := imageSnapshot(ctx, client, id)
+// already gone is not an error. A copy that is still pending does not
+// name its snapshot yet: the snapshot EC2 creates for it is found by the
+// description EC2 gives it ("Copied for DestinationAmi <id> ..."),
+// searched a bounded number of times poll apart after the copy is
+// deregistered (which stops it).
+func deleteImage(ctx context.Context, client *ec2.Client, id string, poll time.Duration) error {
+	snap, _, err := imageSnapshot(ctx, client, id)
 	if notFound(err) {
 		return nil
 	}
@@ -373,10 +493,48 @@ func deleteImage(ctx context.Context, client *ec2.Client, id string) error {
 	if _, err := client.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(id)}); err != nil && !notFound(err) {
 		return fmt.Errorf("deregister %s: %w", id, err)
 	}
-	if _, err := client.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(snap)}); err != nil && !notFound(err) {
-		return fmt.Errorf("delete snapshot %s: %w", snap, err)
+	snaps := []string{snap}
+	if snap == "" {
+		snaps, err = copySnapshots(ctx, client, id, poll)
+		if err != nil {
+			return err
+		}
+	}
+	for _, sn := range snaps {
+		if _, err := client.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(sn)}); err != nil && !notFound(err) {
+			return fmt.Errorf("delete snapshot %s: %w", sn, err)
+		}
 	}
 	return nil
+}
+
+// copySnapshots finds the snapshots EC2 created for the copy id.
+func copySnapshots(ctx context.Context, client *ec2.Client, id string, poll time.Duration) ([]string, error) {
+	in := &ec2.DescribeSnapshotsInput{
+		OwnerIds: []string{"self"},
+		Filters:  []types.Filter{{Name: aws.String("description"), Values: []string{"Copied for DestinationAmi " + id + " *"}}},
+	}
+	for i := 0; ; i++ {
+		out, err := client.DescribeSnapshots(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("find the snapshot of the pending copy %s: %w", id, err)
+		}
+		if len(out.Snapshots) > 0 {
+			var ids []string
+			for _, sn := range out.Snapshots {
+				ids = append(ids, aws.ToString(sn.SnapshotId))
+			}
+			return ids, nil
+		}
+		if i+1 == copySnapshotAttempts {
+			return nil, fmt.Errorf("the pending copy %s was deregistered, but no snapshot \"Copied for DestinationAmi %s ...\" appeared in %d looks; check for one by hand", id, id, copySnapshotAttempts)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
 }
 
 func notFound(err error) bool {

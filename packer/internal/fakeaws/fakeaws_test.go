@@ -1,0 +1,76 @@
+package fakeaws
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// raw sends one request as a signed SDK client would, with service and
+// region in the SigV4 scope.
+func raw(t *testing.T, s *Server, service, region, contentType, target, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/", strings.NewReader(body))
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+s.AccessKey+"/20260101/"+region+"/"+service+
+		"/aws4_request, SignedHeaders=host;x-amz-date, Signature="+strings.Repeat("0", 64))
+	req.Header.Set("X-Amz-Date", "20260101T000000Z")
+	req.Header.Set("Content-Type", contentType)
+	if target != "" {
+		req.Header.Set("X-Amz-Target", target)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The fake refuses what AWS refuses: parameters an action does not have
+// and values of the wrong type, in each protocol it speaks.
+func TestStrictParameters(t *testing.T) {
+	s := New("AKIDTEST")
+	defer s.Close()
+	lt := s.AddLaunchTemplate("eu-west-1", "web", "ami-0123456789abcdef0")
+	s.AddGroup("eu-west-1", "web", lt, "1", 2)
+	form := "application/x-www-form-urlencoded; charset=utf-8"
+	q := func(kv ...string) string {
+		v := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v.Encode()
+	}
+	for _, tc := range []struct {
+		name, service, ct, target, body, want string
+	}{
+		{"ec2 unknown parameter", "ec2", form, "", q("Action", "DescribeImages", "Version", "2016-11-15", "ImageIds.1", "ami-1"), "UnknownParameter"},
+		{"ec2 bad boolean", "ec2", form, "", q("Action", "CopyImage", "Version", "2016-11-15", "Encrypted", "yes"), "expected a boolean"},
+		{"ec2 bad timestamp", "ec2", form, "", q("Action", "EnableImageDeprecation", "Version", "2016-11-15", "ImageId", "ami-1", "DeprecateAt", "soon"), "ISO 8601"},
+		{"ec2 unknown action", "ec2", form, "", q("Action", "RunInstances", "Version", "2016-11-15"), "InvalidAction"},
+		{"ec2 unknown launch template data", "ec2", form, "", q("Action", "CreateLaunchTemplateVersion", "Version", "2016-11-15",
+			"LaunchTemplateId", lt, "LaunchTemplateData.UserData", "x"), "LaunchTemplateData.UserData is not recognized"},
+		{"autoscaling unknown preference", "autoscaling", form, "", q("Action", "StartInstanceRefresh", "Version", "2011-01-01",
+			"AutoScalingGroupName", "web", "Preferences.ScaleInProtectedInstances", "Wait"), "ValidationError"},
+		{"autoscaling bad integer", "autoscaling", form, "", q("Action", "StartInstanceRefresh", "Version", "2011-01-01",
+			"AutoScalingGroupName", "web", "Preferences.InstanceWarmup", "1m"), "expected an integer"},
+		{"autoscaling rollback of $Latest", "autoscaling", form, "", q("Action", "StartInstanceRefresh", "Version", "2011-01-01",
+			"AutoScalingGroupName", "web", "DesiredConfiguration.LaunchTemplate.LaunchTemplateId", lt,
+			"DesiredConfiguration.LaunchTemplate.Version", "$Latest", "Preferences.AutoRollback", "true"), "AutoRollback needs a specific launch template version"},
+		{"ssm unknown field", "ssm", "application/x-amz-json-1.1", "AmazonSSM.PutParameter", `{"Name":"/a","Value":"v","Type":"String","Bogus":1}`, "unknown field"},
+		{"ssm wrong type", "ssm", "application/x-amz-json-1.1", "AmazonSSM.PutParameter", `{"Name":"/a","Value":"v","Type":"String","Overwrite":"yes"}`, "cannot unmarshal"},
+		{"ssm reserved name", "ssm", "application/x-amz-json-1.1", "AmazonSSM.PutParameter", `{"Name":"/aws/x","Value":"v","Type":"String"}`, "prefixed"},
+		{"ssm image that does not exist", "ssm", "application/x-amz-json-1.1", "AmazonSSM.PutParameter",
+			`{"Name":"/hotpath/ami","Value":"ami-0123456789abcdef0","Type":"String","DataType":"aws:ec2:image"}`, "is not an image id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := raw(t, s, tc.service, "eu-west-1", tc.ct, tc.target, tc.body)
+			if status != 400 || !strings.Contains(body, tc.want) {
+				t.Errorf("status %d, body %s; want 400 with %q", status, body, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,475 @@
+package fakeaws
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// LaunchTemplate is an EC2 launch template as the fake stores it.
+type LaunchTemplate struct {
+	ID, Name, Region string
+	// Default is the default version's number.
+	Default int
+	// Images holds each version's AMI; version n is Images[n-1].
+	Images       []string
+	Descriptions []string
+}
+
+// Group is an Auto Scaling group: its instances run one launch template
+// version until an instance refresh replaces them.
+type Group struct {
+	Name, Region string
+	TemplateID   string
+	// Version is what the group's configuration names: "$Default",
+	// "$Latest" or a number.
+	Version string
+	// Running is the AMI the instances were launched with: "$Default"
+	// is resolved at launch, not when a refresh compares.
+	Running   string
+	Instances int
+	Refreshes []Refresh
+	// Updated counts the instances running the refresh's desired
+	// configuration (a failed refresh leaves the group mixed).
+	Updated int
+	// failAt and failReason arm a failure for the next refresh.
+	failAt     int
+	failReason string
+}
+
+// Refresh is one instance refresh.
+type Refresh struct {
+	ID, Status, StatusReason      string
+	Percentage, InstancesToUpdate int
+	TemplateID, Version           string
+	MinHealthy, MaxHealthy        int
+	Warmup, CheckDelay            int
+	Checkpoints                   []int
+	SkipMatching, AutoRollback    bool
+	// failAt, when > 0, is the percentage at which replacements stop
+	// passing health checks.
+	failAt     int
+	failReason string
+	waited     map[int]bool // checkpoints already paused at
+	prevVer    string
+}
+
+// AddLaunchTemplate creates a launch template whose version 1 (the
+// default) launches image, and returns its id.
+func (s *Server) AddLaunchTemplate(region, name, image string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lt := &LaunchTemplate{ID: s.nextID("lt"), Name: name, Region: region, Default: 1, Images: []string{image}, Descriptions: []string{""}}
+	s.templates[lt.ID] = lt
+	return lt.ID
+}
+
+// AddImage registers an available AMI directly, as if built earlier, and
+// returns its id.
+func (s *Server) AddImage(region, name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn := &Snapshot{ID: s.nextID("snap"), Region: region, OwnerID: "123456789012", VolumeSize: 1, State: "completed", Completed: true, Tags: map[string]string{}}
+	s.snapshots[sn.ID] = sn
+	im := &Image{ID: s.nextID("ami"), Region: region, Name: name, Architecture: "x86_64", Virtualization: "hvm",
+		RootDevice: "/dev/xvda", SnapshotID: sn.ID, VolumeType: "gp3", VolumeSize: 1, State: "available", Tags: map[string]string{}}
+	s.images[im.ID] = im
+	return im.ID
+}
+
+// AddGroup creates an Auto Scaling group of n instances launched from
+// the template's version (e.g. "1" or "$Default").
+func (s *Server) AddGroup(region, name, templateID, version string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lt := s.templates[templateID]
+	v, _ := lt.resolve(version)
+	s.groups[region+"/"+name] = &Group{Name: name, Region: region, TemplateID: templateID, Version: version, Running: lt.Images[v-1], Instances: n}
+}
+
+// FailRefresh makes the next instance refresh of the group fail once it
+// has replaced atPercent of the instances, with reason.
+func (s *Server) FailRefresh(region, name string, atPercent int, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[region+"/"+name]
+	g.failAt, g.failReason = max(atPercent, 1), reason
+}
+
+// LaunchTemplates returns copies of the launch templates, by id.
+func (s *Server) LaunchTemplates() map[string]LaunchTemplate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]LaunchTemplate{}
+	for id, lt := range s.templates {
+		c := *lt
+		c.Images = append([]string(nil), lt.Images...)
+		out[id] = c
+	}
+	return out
+}
+
+// GroupState returns a copy of a group.
+func (s *Server) GroupState(region, name string) Group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := *s.groups[region+"/"+name]
+	g.Refreshes = append([]Refresh(nil), g.Refreshes...)
+	return g
+}
+
+func (s *Server) template(p map[string]string, region string) (*LaunchTemplate, *Fault) {
+	id, name := p["LaunchTemplateId"], p["LaunchTemplateName"]
+	if (id == "") == (name == "") {
+		return nil, &Fault{Status: 400, Code: "MissingParameter", Message: "exactly one of LaunchTemplateId and LaunchTemplateName is required"}
+	}
+	for _, lt := range s.templates {
+		if lt.Region == region && (lt.ID == id || lt.Name == name) {
+			return lt, nil
+		}
+	}
+	if id != "" {
+		return nil, &Fault{Status: 400, Code: "InvalidLaunchTemplateId.NotFound", Message: "The specified launch template, with template ID " + id + ", does not exist."}
+	}
+	return nil, &Fault{Status: 400, Code: "InvalidLaunchTemplateName.NotFoundException", Message: "The specified launch template, with template name " + name + ", does not exist."}
+}
+
+// resolve turns "$Default", "$Latest" or a number into a version number.
+func (lt *LaunchTemplate) resolve(v string) (int, bool) {
+	switch v {
+	case "$Default", "":
+		return lt.Default, true
+	case "$Latest":
+		return len(lt.Images), true
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n >= 1 && n <= len(lt.Images)
+}
+
+func (lt *LaunchTemplate) versionXML(n int) string {
+	return fmt.Sprintf("<launchTemplateId>%s</launchTemplateId><launchTemplateName>%s</launchTemplateName>"+
+		"<versionNumber>%d</versionNumber>%s<createTime>2026-01-01T00:00:00.000Z</createTime><createdBy>arn:aws:iam::123456789012:root</createdBy>"+
+		"<defaultVersion>%t</defaultVersion><launchTemplateData><imageId>%s</imageId></launchTemplateData>",
+		lt.ID, esc(lt.Name), n, optional("versionDescription", lt.Descriptions[n-1]), n == lt.Default, lt.Images[n-1])
+}
+
+func (s *Server) launchTemplateOp(op string, p map[string]string, region string) (string, *Fault) {
+	switch op {
+	case "CreateLaunchTemplateVersion":
+		lt, f := s.template(p, region)
+		if f != nil {
+			return "", f
+		}
+		src, ok := lt.resolve(p["SourceVersion"])
+		if p["SourceVersion"] == "" {
+			// Without a source the version has only what is given.
+			src, ok = 0, true
+		}
+		if !ok {
+			return "", &Fault{Status: 400, Code: "InvalidLaunchTemplateId.VersionNotFound", Message: "Could not find launch template version " + p["SourceVersion"]}
+		}
+		img := p["LaunchTemplateData.ImageId"]
+		if img == "" && src > 0 {
+			img = lt.Images[src-1]
+		}
+		if im, ok := s.images[img]; !ok || im.Region != region || im.State != "available" {
+			return "", &Fault{Status: 400, Code: "InvalidAMIID.NotFound", Message: "The image id '[" + img + "]' does not exist or is not available in " + region}
+		}
+		if len(p["VersionDescription"]) > 255 {
+			return "", badParam("VersionDescription longer than 255 characters")
+		}
+		lt.Images = append(lt.Images, img)
+		lt.Descriptions = append(lt.Descriptions, p["VersionDescription"])
+		return "<launchTemplateVersion>" + lt.versionXML(len(lt.Images)) + "</launchTemplateVersion>", nil
+
+	case "ModifyLaunchTemplate":
+		lt, f := s.template(p, region)
+		if f != nil {
+			return "", f
+		}
+		if v := p["SetDefaultVersion"]; v != "" {
+			n, ok := lt.resolve(v)
+			if !ok || strings.HasPrefix(v, "$") && v != "$Latest" {
+				return "", &Fault{Status: 400, Code: "InvalidLaunchTemplateId.VersionNotFound", Message: "Could not find launch template version " + v}
+			}
+			lt.Default = n
+		}
+		return fmt.Sprintf("<launchTemplate><launchTemplateId>%s</launchTemplateId><launchTemplateName>%s</launchTemplateName>"+
+			"<defaultVersionNumber>%d</defaultVersionNumber><latestVersionNumber>%d</latestVersionNumber></launchTemplate>",
+			lt.ID, esc(lt.Name), lt.Default, len(lt.Images)), nil
+
+	case "DescribeLaunchTemplateVersions":
+		lt, f := s.template(p, region)
+		if f != nil {
+			return "", f
+		}
+		vs := list(p, "LaunchTemplateVersion", "")
+		var b strings.Builder
+		b.WriteString("<launchTemplateVersionSet>")
+		if len(vs) == 0 {
+			for n := range lt.Images {
+				b.WriteString("<item>" + lt.versionXML(n+1) + "</item>")
+			}
+		}
+		for _, v := range vs {
+			n, ok := lt.resolve(v)
+			if !ok {
+				return "", &Fault{Status: 400, Code: "InvalidLaunchTemplateId.VersionNotFound", Message: "Could not find launch template version " + v}
+			}
+			b.WriteString("<item>" + lt.versionXML(n) + "</item>")
+		}
+		b.WriteString("</launchTemplateVersionSet>")
+		return b.String(), nil
+	}
+	return "", &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+}
+
+const asNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
+
+// serveAutoScaling answers the Auto Scaling Query API (awsquery: form
+// in, XML out, errors in an ErrorResponse document).
+func (s *Server) serveAutoScaling(w http.ResponseWriter, r *http.Request, region string) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	form, err := url.ParseQuery(string(raw))
+	if r.Method != http.MethodPost || err != nil {
+		http.Error(w, "fakeaws: Auto Scaling requests are form POSTs", http.StatusBadRequest)
+		return
+	}
+	p := map[string]string{}
+	for k, v := range form {
+		p[k] = v[0]
+	}
+	op := p["Action"]
+	s.mu.Lock()
+	var (
+		body string
+		f    *Fault
+	)
+	spec, known := autoscalingParams[op]
+	switch {
+	case p["Version"] != "2011-01-01":
+		f = &Fault{Status: 400, Code: "InvalidParameterValue", Message: "Version " + p["Version"]}
+	case !known:
+		f = &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+	default:
+		if err := checkQuery(spec, p); err != nil {
+			f = &Fault{Status: 400, Code: "ValidationError", Message: err.Error()}
+		} else if ff, ok := s.fault(op); ok {
+			f = &ff
+		} else {
+			body, f = s.autoScalingOp(op, p, region)
+		}
+	}
+	status := 200
+	if f != nil {
+		status = f.Status
+	}
+	s.record(r, op, region, status)
+	onCall := s.OnCall
+	s.mu.Unlock()
+	defer afterCall(w, onCall, op, status)
+	w.Header().Set("Content-Type", "text/xml")
+	if f != nil {
+		w.WriteHeader(f.Status)
+		fmt.Fprintf(w, `<ErrorResponse xmlns="%s"><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>fake-request</RequestId></ErrorResponse>`,
+			asNS, esc(f.Code), esc(f.Message))
+		return
+	}
+	fmt.Fprintf(w, `<%sResponse xmlns="%s"><%sResult>%s</%sResult><ResponseMetadata><RequestId>fake-request</RequestId></ResponseMetadata></%sResponse>`,
+		op, asNS, op, body, op, op)
+}
+
+func active(status string) bool {
+	return oneOf(status, "Pending", "InProgress", "Cancelling", "RollbackInProgress", "Baking")
+}
+
+func (s *Server) autoScalingOp(op string, p map[string]string, region string) (string, *Fault) {
+	g, ok := s.groups[region+"/"+p["AutoScalingGroupName"]]
+	if !ok {
+		return "", &Fault{Status: 400, Code: "ValidationError", Message: "AutoScalingGroup name not found - " + p["AutoScalingGroupName"]}
+	}
+	var cur *Refresh
+	for i := range g.Refreshes {
+		if active(g.Refreshes[i].Status) {
+			cur = &g.Refreshes[i]
+		}
+	}
+	switch op {
+	case "StartInstanceRefresh":
+		if cur != nil {
+			return "", &Fault{Status: 400, Code: "InstanceRefreshInProgress", Message: "An Instance Refresh is already in progress and blocks the execution of this Instance Refresh."}
+		}
+		if st := p["Strategy"]; st != "" && st != "Rolling" && st != "ReplaceRootVolume" {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "Strategy " + st}
+		}
+		rf := Refresh{
+			Status: "Pending", StatusReason: "Waiting for the refresh to start",
+			TemplateID: p["DesiredConfiguration.LaunchTemplate.LaunchTemplateId"], Version: p["DesiredConfiguration.LaunchTemplate.Version"],
+			MinHealthy: 90, SkipMatching: p["Preferences.SkipMatching"] == "true", AutoRollback: p["Preferences.AutoRollback"] == "true",
+			waited: map[int]bool{}, prevVer: g.Version,
+		}
+		if v, ok := p["Preferences.MinHealthyPercentage"]; ok {
+			rf.MinHealthy, _ = strconv.Atoi(v)
+		}
+		rf.MaxHealthy, _ = strconv.Atoi(p["Preferences.MaxHealthyPercentage"])
+		if rf.MaxHealthy != 0 && (rf.MaxHealthy < 100 || rf.MaxHealthy > 200 || rf.MaxHealthy-rf.MinHealthy > 100) {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "MaxHealthyPercentage must be 100..200 and at most 100 above MinHealthyPercentage"}
+		}
+		if rf.MinHealthy == 100 && rf.MaxHealthy <= 100 {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "MinHealthyPercentage 100 needs MaxHealthyPercentage above 100"}
+		}
+		rf.Warmup, _ = strconv.Atoi(p["Preferences.InstanceWarmup"])
+		rf.CheckDelay, _ = strconv.Atoi(p["Preferences.CheckpointDelay"])
+		for _, c := range list(p, "Preferences.CheckpointPercentages.member", "") {
+			n, _ := strconv.Atoi(c)
+			if n < 1 || n > 100 || len(rf.Checkpoints) > 0 && n <= rf.Checkpoints[len(rf.Checkpoints)-1] {
+				return "", &Fault{Status: 400, Code: "ValidationError", Message: "CheckpointPercentages must be ascending values in 1..100"}
+			}
+			rf.Checkpoints = append(rf.Checkpoints, n)
+		}
+		if len(rf.Checkpoints) > 0 && rf.Checkpoints[len(rf.Checkpoints)-1] != 100 {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "the last checkpoint percentage must be 100"}
+		}
+		if rf.MinHealthy < 0 || rf.MinHealthy > 100 || rf.Warmup < 0 || rf.CheckDelay < 0 || rf.CheckDelay > 172800 {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "preferences out of range"}
+		}
+		if p["DesiredConfiguration.LaunchTemplate.LaunchTemplateName"] != "" {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "fakeaws: name the launch template by id"}
+		}
+		if rf.TemplateID == "" {
+			if rf.AutoRollback {
+				return "", &Fault{Status: 400, Code: "ValidationError", Message: "AutoRollback requires a DesiredConfiguration"}
+			}
+			rf.TemplateID, rf.Version = g.TemplateID, g.Version
+		}
+		lt, ok := s.templates[rf.TemplateID]
+		if !ok || lt.Region != region {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "launch template " + rf.TemplateID + " not found"}
+		}
+		if _, ok := lt.resolve(rf.Version); !ok {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "launch template version " + rf.Version + " not found"}
+		}
+		if rf.AutoRollback && (rf.Version == "" || strings.HasPrefix(rf.Version, "$")) {
+			return "", &Fault{Status: 400, Code: "ValidationError", Message: "AutoRollback needs a specific launch template version, not " + rf.Version}
+		}
+		rf.InstancesToUpdate = g.Instances
+		if rf.SkipMatching && s.sameImage(g, rf) {
+			rf.InstancesToUpdate = 0
+		}
+		rf.ID = fmt.Sprintf("%08x-0000-4000-8000-%012x", s.seq+1, s.seq+1)
+		s.seq++
+		rf.failAt, rf.failReason, g.failAt = g.failAt, g.failReason, 0
+		g.Updated = 0
+		g.Refreshes = append(g.Refreshes, rf)
+		return "<InstanceRefreshId>" + rf.ID + "</InstanceRefreshId>", nil
+
+	case "DescribeInstanceRefreshes":
+		ids := list(p, "InstanceRefreshIds.member", "")
+		var b strings.Builder
+		b.WriteString("<InstanceRefreshes>")
+		for i := len(g.Refreshes) - 1; i >= 0; i-- {
+			rf := &g.Refreshes[i]
+			if len(ids) > 0 && !oneOf(rf.ID, ids...) {
+				continue
+			}
+			s.advance(g, rf)
+			fmt.Fprintf(&b, "<member><InstanceRefreshId>%s</InstanceRefreshId><AutoScalingGroupName>%s</AutoScalingGroupName>"+
+				"<Status>%s</Status>%s<StartTime>2026-01-01T00:00:00Z</StartTime><PercentageComplete>%d</PercentageComplete>"+
+				"<InstancesToUpdate>%d</InstancesToUpdate><Preferences><MinHealthyPercentage>%d</MinHealthyPercentage>"+
+				"<SkipMatching>%t</SkipMatching><AutoRollback>%t</AutoRollback></Preferences></member>",
+				rf.ID, esc(g.Name), rf.Status, optional("StatusReason", rf.StatusReason), rf.Percentage, rf.InstancesToUpdate,
+				rf.MinHealthy, rf.SkipMatching, rf.AutoRollback)
+		}
+		b.WriteString("</InstanceRefreshes>")
+		return b.String(), nil
+
+	case "CancelInstanceRefresh", "RollbackInstanceRefresh":
+		if cur == nil || cur.Status == "Cancelling" || cur.Status == "RollbackInProgress" {
+			return "", &Fault{Status: 400, Code: "ActiveInstanceRefreshNotFound", Message: "No in progress or pending Instance Refresh found for Auto Scaling group " + g.Name}
+		}
+		if op == "CancelInstanceRefresh" {
+			cur.Status, cur.StatusReason = "Cancelling", "Cancelling the refresh: instances already replaced stay"
+		} else {
+			if strings.HasPrefix(cur.Version, "$") {
+				return "", &Fault{Status: 400, Code: "IrreversibleInstanceRefresh", Message: "The desired configuration names $Latest or $Default: the refresh cannot be rolled back"}
+			}
+			cur.Status, cur.StatusReason = "RollbackInProgress", "Rolling back at the caller's request"
+		}
+		return "<InstanceRefreshId>" + cur.ID + "</InstanceRefreshId>", nil
+	}
+	return "", &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+}
+
+// sameImage says whether the group's instances already run the image of
+// the refresh's desired configuration.
+func (s *Server) sameImage(g *Group, rf Refresh) bool {
+	lt := s.templates[rf.TemplateID]
+	v, ok := lt.resolve(rf.Version)
+	return ok && lt.Images[v-1] == g.Running
+}
+
+// advance moves a refresh one poll further: Pending, then one batch of
+// instances per poll (the batch is what the minimum healthy percentage
+// allows), pausing once at each checkpoint; then Successful — or, with a
+// failure armed, Failed (or RollbackInProgress with auto rollback).
+// Rollbacks and cancels finish on the next poll.
+func (s *Server) advance(g *Group, rf *Refresh) {
+	switch rf.Status {
+	case "Pending":
+		rf.Status, rf.StatusReason = "InProgress", "Replacing instances"
+		if rf.InstancesToUpdate == 0 {
+			rf.Status, rf.StatusReason, rf.Percentage = "Successful", "", 100
+			s.finish(g, rf)
+		}
+		return
+	case "Cancelling":
+		rf.Status, rf.StatusReason = "Cancelled", "The refresh was cancelled; "+strconv.Itoa(g.Updated)+" instances were replaced"
+		return
+	case "RollbackInProgress":
+		rf.Status, rf.StatusReason, rf.Percentage = "RollbackSuccessful", "Every instance runs the previous configuration again", 100
+		g.Updated = 0
+		return
+	case "InProgress":
+	default:
+		return
+	}
+	for _, c := range rf.Checkpoints {
+		if c < 100 && rf.Percentage >= c && !rf.waited[c] {
+			rf.waited[c] = true
+			rf.StatusReason = fmt.Sprintf("Waiting for the checkpoint delay (%ds) at %d%%", rf.CheckDelay, c)
+			return
+		}
+	}
+	batch := max(1, g.Instances*(100-rf.MinHealthy)/100)
+	if rf.MaxHealthy > 100 {
+		batch = max(1, g.Instances*(rf.MaxHealthy-rf.MinHealthy)/100)
+	}
+	g.Updated = min(rf.InstancesToUpdate, g.Updated+batch)
+	rf.Percentage = 100 * g.Updated / max(rf.InstancesToUpdate, 1)
+	rf.StatusReason = fmt.Sprintf("Replacing instances: %d of %d done, warming up for %ds", g.Updated, rf.InstancesToUpdate, rf.Warmup)
+	if rf.failAt > 0 && rf.Percentage >= rf.failAt {
+		if rf.AutoRollback {
+			rf.Status, rf.StatusReason = "RollbackInProgress", "Instance refresh failed: "+rf.failReason+"; rolling back"
+		} else {
+			rf.Status, rf.StatusReason = "Failed", "Instance refresh failed: "+rf.failReason
+		}
+		return
+	}
+	if g.Updated == rf.InstancesToUpdate {
+		rf.Status, rf.StatusReason, rf.Percentage = "Successful", "", 100
+		s.finish(g, rf)
+	}
+}
+
+// finish makes the refresh's desired configuration the group's.
+func (s *Server) finish(g *Group, rf *Refresh) {
+	lt := s.templates[rf.TemplateID]
+	v, _ := lt.resolve(rf.Version)
+	g.TemplateID, g.Version, g.Running = rf.TemplateID, rf.Version, lt.Images[v-1]
+}

@@ -1,0 +1,173 @@
+package fakeaws
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// kind is the wire type of a Query API parameter.
+type kind byte
+
+const (
+	str kind = iota
+	boolean
+	integer
+	timestamp
+)
+
+// A querySpec lists the parameters one Query API action accepts. In a
+// key, "#" stands for a 1-based list index (Filter.#.Value.#). Anything
+// else in a request — a parameter the action does not have, a boolean
+// that is not true/false, an integer that does not parse — is refused, as
+// AWS does, so a field the plugin sets by mistake cannot pass silently.
+type querySpec map[string]kind
+
+var (
+	tagSpec = querySpec{"TagSpecification.#.ResourceType": str, "TagSpecification.#.Tag.#.Key": str, "TagSpecification.#.Tag.#.Value": str}
+	filters = querySpec{"Filter.#.Name": str, "Filter.#.Value.#": str}
+)
+
+func merge(specs ...querySpec) querySpec {
+	out := querySpec{}
+	for _, s := range specs {
+		for k, v := range s {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ec2Params are the EC2 actions the fake serves and their parameters
+// (names as the EC2 Query API spells them).
+var ec2Params = map[string]querySpec{
+	"DescribeSnapshots": merge(filters, querySpec{"SnapshotId.#": str, "Owner.#": str}),
+	"RegisterImage": merge(tagSpec, querySpec{
+		"Name": str, "Description": str, "Architecture": str, "VirtualizationType": str, "RootDeviceName": str,
+		"BlockDeviceMapping.#.DeviceName": str, "BlockDeviceMapping.#.Ebs.SnapshotId": str,
+		"BlockDeviceMapping.#.Ebs.VolumeType": str, "BlockDeviceMapping.#.Ebs.DeleteOnTermination": boolean,
+		"BlockDeviceMapping.#.Ebs.VolumeSize": integer,
+		"EnaSupport":                          boolean, "SriovNetSupport": str, "BootMode": str, "ImdsSupport": str, "TpmSupport": str,
+	}),
+	"DescribeImages":                       merge(filters, querySpec{"ImageId.#": str, "Owner.#": str, "IncludeDeprecated": boolean}),
+	"DeregisterImage":                      {"ImageId": str},
+	"DeleteSnapshot":                       {"SnapshotId": str},
+	"CreateTags":                           {"ResourceId.#": str, "Tag.#.Key": str, "Tag.#.Value": str},
+	"CopyImage":                            {"Name": str, "Description": str, "SourceImageId": str, "SourceRegion": str, "Encrypted": boolean, "KmsKeyId": str, "ClientToken": str},
+	"EnableImageDeprecation":               {"ImageId": str, "DeprecateAt": timestamp},
+	"EnableImageDeregistrationProtection":  {"ImageId": str, "WithCooldown": boolean},
+	"DisableImageDeregistrationProtection": {"ImageId": str},
+	"ModifyImageAttribute": {
+		"ImageId": str, "LaunchPermission.Add.#.UserId": str, "LaunchPermission.Add.#.Group": str,
+		"LaunchPermission.Add.#.OrganizationArn": str, "LaunchPermission.Add.#.OrganizationalUnitArn": str,
+	},
+	"ModifySnapshotAttribute": {
+		"SnapshotId": str, "Attribute": str, "OperationType": str,
+		"CreateVolumePermission.Add.#.UserId": str, "CreateVolumePermission.Add.#.Group": str,
+	},
+	"CreateLaunchTemplateVersion": {
+		"LaunchTemplateId": str, "LaunchTemplateName": str, "SourceVersion": str, "VersionDescription": str,
+		"LaunchTemplateData.ImageId": str, "ClientToken": str,
+	},
+	"ModifyLaunchTemplate":           {"LaunchTemplateId": str, "LaunchTemplateName": str, "SetDefaultVersion": str, "ClientToken": str},
+	"DescribeLaunchTemplateVersions": {"LaunchTemplateId": str, "LaunchTemplateName": str, "LaunchTemplateVersion.#": str},
+}
+
+// autoscalingParams are the Auto Scaling actions the fake serves.
+var autoscalingParams = map[string]querySpec{
+	"StartInstanceRefresh": {
+		"AutoScalingGroupName": str, "Strategy": str,
+		"DesiredConfiguration.LaunchTemplate.LaunchTemplateId":   str,
+		"DesiredConfiguration.LaunchTemplate.LaunchTemplateName": str,
+		"DesiredConfiguration.LaunchTemplate.Version":            str,
+		"Preferences.MinHealthyPercentage":                       integer,
+		"Preferences.MaxHealthyPercentage":                       integer,
+		"Preferences.InstanceWarmup":                             integer,
+		"Preferences.CheckpointPercentages.member.#":             integer,
+		"Preferences.CheckpointDelay":                            integer,
+		"Preferences.SkipMatching":                               boolean,
+		"Preferences.AutoRollback":                               boolean,
+	},
+	"DescribeInstanceRefreshes": {"AutoScalingGroupName": str, "InstanceRefreshIds.member.#": str},
+	"CancelInstanceRefresh":     {"AutoScalingGroupName": str},
+	"RollbackInstanceRefresh":   {"AutoScalingGroupName": str},
+}
+
+var (
+	specREs   = map[string]*regexp.Regexp{}
+	specREsMu sync.Mutex
+)
+
+func specRE(key string) *regexp.Regexp {
+	specREsMu.Lock()
+	defer specREsMu.Unlock()
+	re, ok := specREs[key]
+	if !ok {
+		re = regexp.MustCompile(`^` + strings.ReplaceAll(regexp.QuoteMeta(key), "#", `[1-9][0-9]*`) + `$`)
+		specREs[key] = re
+	}
+	return re
+}
+
+// checkQuery refuses parameters an action does not have and values of the
+// wrong type. p holds the request without Action and Version.
+func checkQuery(spec querySpec, p map[string]string) error {
+	for k, v := range p {
+		if k == "Action" || k == "Version" {
+			continue
+		}
+		kd, known := spec[k]
+		if !known {
+			for pat, pk := range spec {
+				if strings.Contains(pat, "#") && specRE(pat).MatchString(k) {
+					kd, known = pk, true
+					break
+				}
+			}
+		}
+		if !known {
+			return fmt.Errorf("the parameter %s is not recognized", k)
+		}
+		switch kd {
+		case boolean:
+			if v != "true" && v != "false" {
+				return fmt.Errorf("value (%s) for parameter %s is invalid: expected a boolean", v, k)
+			}
+		case integer:
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				return fmt.Errorf("value (%s) for parameter %s is invalid: expected an integer", v, k)
+			}
+		case timestamp:
+			if _, err := time.Parse(time.RFC3339, v); err != nil {
+				return fmt.Errorf("value (%s) for parameter %s is invalid: expected an ISO 8601 timestamp", v, k)
+			}
+		}
+	}
+	return nil
+}
+
+// filterValues returns the values of the filter called name, and whether
+// every filter in the request is one of known.
+func filterValues(p map[string]string, name string, known ...string) ([]string, error) {
+	names := list(p, "Filter", ".Name")
+	var vals []string
+	for i, n := range names {
+		if !oneOf(n, known...) {
+			return nil, fmt.Errorf("the filter '%s' is invalid", n)
+		}
+		if n == name {
+			vals = append(vals, list(p, fmt.Sprintf("Filter.%d.Value", i+1), "")...)
+		}
+	}
+	return vals, nil
+}
+
+// globMatch matches EC2 filter wildcards: * any run, ? one character.
+func globMatch(pattern, s string) bool {
+	re := "^" + strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(regexp.QuoteMeta(pattern)) + "$"
+	ok, _ := regexp.MatchString(re, s)
+	return ok
+}

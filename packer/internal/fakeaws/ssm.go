@@ -1,0 +1,181 @@
+package fakeaws
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+)
+
+// Parameter is an SSM parameter as the fake stores it.
+type Parameter struct {
+	Name, Region, Type, DataType, Value, Description string
+	Version                                          int64
+	// History holds every value, oldest first.
+	History []string
+}
+
+// Parameter returns a copy of a parameter, or false.
+func (s *Server) Parameter(region, name string) (Parameter, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pm, ok := s.parameters[region+"/"+name]
+	if !ok {
+		return Parameter{}, false
+	}
+	c := *pm
+	c.History = append([]string(nil), pm.History...)
+	return c, true
+}
+
+// PutParameterValue sets a parameter as if someone had published it.
+func (s *Server) PutParameterValue(region, name, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.parameters[region+"/"+name] = &Parameter{Name: name, Region: region, Type: "String", DataType: "aws:ec2:image", Value: value, Version: 1, History: []string{value}}
+}
+
+var (
+	ssmNameRE = regexp.MustCompile(`^/?[a-zA-Z0-9_.\-]+(/[a-zA-Z0-9_.\-]+)*$`)
+	amiIDRE   = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
+)
+
+func ssmError(w http.ResponseWriter, f Fault) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	w.WriteHeader(f.Status)
+	json.NewEncoder(w).Encode(map[string]string{"__type": f.Code, "message": f.Message})
+}
+
+// serveSSM answers the SSM JSON 1.1 API: the operation in X-Amz-Target,
+// a JSON body whose unknown fields and wrong types are refused.
+func (s *Server) serveSSM(w http.ResponseWriter, r *http.Request, region string) {
+	target := r.Header.Get("X-Amz-Target")
+	op, ok := strings.CutPrefix(target, "AmazonSSM.")
+	if r.Method != http.MethodPost || !ok || r.Header.Get("Content-Type") != "application/x-amz-json-1.1" {
+		http.Error(w, "fakeaws: SSM requests are JSON 1.1 POSTs with X-Amz-Target AmazonSSM.<op>", http.StatusBadRequest)
+		return
+	}
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	var (
+		resp any
+		f    *Fault
+	)
+	if ff, ok := s.fault(op); ok {
+		f = &ff
+	} else {
+		resp, f = s.ssmOp(op, raw, region)
+	}
+	status := 200
+	if f != nil {
+		status = f.Status
+	}
+	s.record(r, op, region, status)
+	onCall := s.OnCall
+	s.mu.Unlock()
+	defer afterCall(w, onCall, op, status)
+	if f != nil {
+		ssmError(w, *f)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	json.NewEncoder(w).Encode(resp)
+}
+
+func strictJSON(raw []byte, v any) *Fault {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &Fault{Status: 400, Code: "ValidationException", Message: "fakeaws: " + err.Error()}
+	}
+	return nil
+}
+
+func (s *Server) ssmOp(op string, raw []byte, region string) (any, *Fault) {
+	invalid := func(format string, args ...any) *Fault {
+		return &Fault{Status: 400, Code: "ValidationException", Message: fmt.Sprintf(format, args...)}
+	}
+	switch op {
+	case "PutParameter":
+		var in struct {
+			Name, Value, Type, DataType, Description string
+			Overwrite                                *bool
+		}
+		if f := strictJSON(raw, &in); f != nil {
+			return nil, f
+		}
+		lower := strings.ToLower(strings.TrimPrefix(in.Name, "/"))
+		switch {
+		case len(in.Name) < 1 || len(in.Name) > 1011 || !ssmNameRE.MatchString(in.Name):
+			return nil, invalid("Parameter name %q is not valid", in.Name)
+		case strings.HasPrefix(lower, "aws") || strings.HasPrefix(lower, "ssm"):
+			return nil, invalid("Parameter name: can't be prefixed with \"aws\" or \"ssm\" (case-insensitive)")
+		case strings.Count(in.Name, "/") > 15:
+			return nil, &Fault{Status: 400, Code: "HierarchyLevelLimitExceededException", Message: "more than 15 levels"}
+		case !oneOf(in.Type, "String", "StringList", "SecureString", ""):
+			return nil, invalid("Type %q", in.Type)
+		case !oneOf(in.DataType, "", "text", "aws:ec2:image", "aws:ssm:integration"):
+			return nil, invalid("DataType %q", in.DataType)
+		case in.Value == "" || len(in.Value) > 4096:
+			return nil, invalid("Value must be 1 to 4096 characters")
+		}
+		if in.DataType == "aws:ec2:image" {
+			im, ok := s.images[in.Value]
+			if !amiIDRE.MatchString(in.Value) || !ok || im.Region != region {
+				return nil, &Fault{Status: 400, Code: "ValidationException", Message: "Parameter value " + in.Value + " is not an image id in " + region}
+			}
+		}
+		key := region + "/" + in.Name
+		pm, exists := s.parameters[key]
+		switch {
+		case exists && (in.Overwrite == nil || !*in.Overwrite):
+			return nil, &Fault{Status: 400, Code: "ParameterAlreadyExists", Message: "The parameter already exists. To overwrite this value, set the overwrite option in the request to true."}
+		case !exists && in.Type == "":
+			return nil, invalid("Type is required for a new parameter")
+		case exists && in.Type != "" && in.Type != pm.Type:
+			return nil, invalid("Type can't be changed from %s to %s", pm.Type, in.Type)
+		case !exists:
+			pm = &Parameter{Name: in.Name, Region: region, Type: in.Type}
+			s.parameters[key] = pm
+		}
+		pm.Value, pm.DataType, pm.Description = in.Value, in.DataType, in.Description
+		pm.Version++
+		pm.History = append(pm.History, in.Value)
+		return map[string]any{"Version": pm.Version, "Tier": "Standard"}, nil
+
+	case "DeleteParameter":
+		var in struct{ Name string }
+		if f := strictJSON(raw, &in); f != nil {
+			return nil, f
+		}
+		if _, ok := s.parameters[region+"/"+in.Name]; !ok {
+			return nil, &Fault{Status: 400, Code: "ParameterNotFound", Message: ""}
+		}
+		delete(s.parameters, region+"/"+in.Name)
+		return map[string]any{}, nil
+
+	case "GetParameter":
+		var in struct {
+			Name           string
+			WithDecryption *bool
+		}
+		if f := strictJSON(raw, &in); f != nil {
+			return nil, f
+		}
+		pm, ok := s.parameters[region+"/"+in.Name]
+		if !ok {
+			return nil, &Fault{Status: 400, Code: "ParameterNotFound", Message: ""}
+		}
+		return map[string]any{"Parameter": map[string]any{
+			"Name": pm.Name, "Type": pm.Type, "Value": pm.Value, "Version": pm.Version, "DataType": pm.DataType,
+			"ARN": "arn:aws:ssm:" + region + ":123456789012:parameter/" + strings.TrimPrefix(pm.Name, "/"), "LastModifiedDate": 1767225600.0,
+		}}, nil
+	}
+	return nil, &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported SSM operation " + op}
+}

@@ -1,0 +1,240 @@
+//go:generate go tool packer-sdc mapstructure-to-hcl2 -type Config,Target
+
+package rollout
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/packer-plugin-sdk/common"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hashicorp/packer-plugin-sdk/template/config"
+	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
+	"github.com/hotpath-dev/hotpath/packer/postprocessor/ami"
+)
+
+// Target is one launch template in one region, and the Auto Scaling
+// groups launched from it that are refreshed onto its new version.
+type Target struct {
+	// Region of the launch template and the groups; default region.
+	Region string `mapstructure:"region"`
+	// The launch template, by id (lt-…) or by name.
+	LaunchTemplateID   string `mapstructure:"launch_template_id"`
+	LaunchTemplateName string `mapstructure:"launch_template_name"`
+	// The version the new one is copied from, with only the AMI changed
+	// (default "$Default").
+	SourceVersion string `mapstructure:"source_version"`
+	// Make the new version the template's default (for groups and users
+	// that launch "$Default").
+	SetDefaultVersion bool `mapstructure:"set_default_version"`
+	// Auto Scaling groups to move onto the new version with an Instance
+	// Refresh; none: only the template version (and the parameter).
+	AutoScalingGroups []string `mapstructure:"auto_scaling_groups"`
+}
+
+// Config is the hotpath-rollout post-processor's configuration.
+type Config struct {
+	common.PackerConfig `mapstructure:",squash"`
+	ami.AccessConfig    `mapstructure:",squash"`
+
+	// SSM parameter that is set to each region's AMI id (data type
+	// aws:ec2:image), Bottlerocket's convention, e.g.
+	// /hotpath/prod/x86_64/latest/image_id. Launch templates may refer to
+	// it as resolve:ssm:<name>.
+	SSMParameter string `mapstructure:"ssm_parameter"`
+	// Launch templates and groups to roll, one block each.
+	Targets []Target `mapstructure:"target"`
+
+	// Instance Refresh preferences, named as in the API.
+
+	// Share of the group kept in service during the refresh (default 90).
+	MinHealthyPercentage *int `mapstructure:"min_healthy_percentage"`
+	// Share of the group's desired capacity it may grow to while
+	// replacing (100..200; above 100, new instances start before old ones
+	// stop: the zero-downtime setting with min_healthy_percentage = 100).
+	MaxHealthyPercentage *int `mapstructure:"max_healthy_percentage"`
+	// How long a new instance warms up before it counts as healthy
+	// (default: the group's health check grace period).
+	InstanceWarmup time.Duration `mapstructure:"instance_warmup"`
+	// Percentages at which the refresh pauses for checkpoint_delay; the
+	// last must be 100.
+	CheckpointPercentages []int `mapstructure:"checkpoint_percentages"`
+	// Pause at each checkpoint (default 1h when checkpoints are set).
+	CheckpointDelay time.Duration `mapstructure:"checkpoint_delay"`
+	// Leave instances that already run the new configuration alone
+	// (default true).
+	SkipMatching *bool `mapstructure:"skip_matching"`
+	// Let Auto Scaling roll the group back when the refresh fails
+	// (default true).
+	AutoRollback *bool `mapstructure:"auto_rollback"`
+	// What to do with a refresh still running when the build fails or is
+	// cancelled: "rollback" (default: every instance back on the previous
+	// version) or "cancel" (stop; instances already replaced stay).
+	OnFailure string `mapstructure:"on_failure"`
+	// How long to wait for the refreshes (default 2h); past it the
+	// refresh counts as failed.
+	RefreshTimeout time.Duration `mapstructure:"refresh_timeout"`
+	// Pause between status polls (default 15s).
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+
+	ctx interpolate.Context
+}
+
+// BuilderID identifies this post-processor's artifacts.
+const BuilderID = "hotpath.post-processor.rollout"
+
+// Defaults.
+const (
+	DefaultMinHealthy     = 90
+	DefaultRefreshTimeout = 2 * time.Hour
+	DefaultPollInterval   = 15 * time.Second
+	DefaultCheckpoint     = time.Hour
+)
+
+var (
+	regionRE  = regexp.MustCompile(`^[a-z]{2}(-iso[a-z]?)?(-gov)?-[a-z]+-\d+$`)
+	ltIDRE    = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
+	ltNameRE  = regexp.MustCompile(`^[a-zA-Z0-9().\-/_]{3,128}$`)
+	ssmNameRE = regexp.MustCompile(`^/?[a-zA-Z0-9_.\-]+(/[a-zA-Z0-9_.\-]+)*$`)
+	versionRE = regexp.MustCompile(`^(\$Default|\$Latest|[1-9][0-9]*)$`)
+)
+
+// Prepare decodes, defaults and validates; every problem is reported.
+func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
+	err := config.Decode(c, &config.DecodeOpts{
+		PluginType:         BuilderID,
+		Interpolate:        true,
+		InterpolateContext: &c.ctx,
+	}, raws...)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		errs     *packersdk.MultiError
+		warnings []string
+	)
+	add := func(format string, args ...any) {
+		errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...))
+	}
+	c.AccessConfig.Check(add)
+
+	if p := c.SSMParameter; p != "" {
+		lower := strings.ToLower(strings.TrimPrefix(p, "/"))
+		switch {
+		case len(p) > 1011 || !ssmNameRE.MatchString(p):
+			add("ssm_parameter %q is not a parameter name (letters, digits, _ . - and / between levels)", p)
+		case strings.HasPrefix(lower, "aws") || strings.HasPrefix(lower, "ssm"):
+			add("ssm_parameter %q: names starting with aws or ssm are reserved", p)
+		case strings.Count(p, "/") > 15:
+			add("ssm_parameter %q has more than 15 levels", p)
+		}
+	}
+	if c.SSMParameter == "" && len(c.Targets) == 0 {
+		add("nothing to roll out: set ssm_parameter or at least one target block")
+	}
+	seen := map[string]bool{}
+	for i := range c.Targets {
+		t := &c.Targets[i]
+		name := fmt.Sprintf("target %d", i+1)
+		if t.Region == "" {
+			t.Region = c.RawRegion
+		} else if !c.SkipRegionValidation && !regionRE.MatchString(t.Region) {
+			add("%s: region %q is not an AWS region name", name, t.Region)
+		}
+		switch {
+		case (t.LaunchTemplateID == "") == (t.LaunchTemplateName == ""):
+			add("%s: set exactly one of launch_template_id and launch_template_name", name)
+		case t.LaunchTemplateID != "" && !ltIDRE.MatchString(t.LaunchTemplateID):
+			add("%s: launch_template_id %q is not a launch template id (lt-…)", name, t.LaunchTemplateID)
+		case t.LaunchTemplateName != "" && !ltNameRE.MatchString(t.LaunchTemplateName):
+			add("%s: launch_template_name %q is not a launch template name", name, t.LaunchTemplateName)
+		}
+		if t.SourceVersion == "" {
+			t.SourceVersion = "$Default"
+		} else if !versionRE.MatchString(t.SourceVersion) {
+			add("%s: source_version %q is not $Default, $Latest or a version number", name, t.SourceVersion)
+		}
+		for _, g := range t.AutoScalingGroups {
+			switch {
+			case g == "" || len(g) > 255:
+				add("%s: auto_scaling_groups: %q is not a group name", name, g)
+			case seen[t.Region+"/"+g]:
+				add("%s: auto scaling group %s in %s is listed twice", name, g, t.Region)
+			}
+			seen[t.Region+"/"+g] = true
+		}
+		if len(t.AutoScalingGroups) == 0 && !t.SetDefaultVersion {
+			warnings = append(warnings, fmt.Sprintf("%s: no auto_scaling_groups and not set_default_version: the new version is only created", name))
+		}
+	}
+
+	switch {
+	case c.MinHealthyPercentage == nil:
+		c.MinHealthyPercentage = new(int)
+		*c.MinHealthyPercentage = DefaultMinHealthy
+	case *c.MinHealthyPercentage < 0 || *c.MinHealthyPercentage > 100:
+		add("min_healthy_percentage %d is outside 0..100", *c.MinHealthyPercentage)
+	}
+	if m := c.MaxHealthyPercentage; m != nil {
+		switch {
+		case *m < 100 || *m > 200:
+			add("max_healthy_percentage %d is outside 100..200", *m)
+		case *m-*c.MinHealthyPercentage > 100:
+			add("max_healthy_percentage %d is more than 100 above min_healthy_percentage %d", *m, *c.MinHealthyPercentage)
+		}
+	} else if *c.MinHealthyPercentage == 100 {
+		add("min_healthy_percentage = 100 needs max_healthy_percentage above 100 (new instances launch before old ones go)")
+	}
+	if c.InstanceWarmup < 0 || c.InstanceWarmup%time.Second != 0 {
+		add("instance_warmup %s must be whole seconds, not negative", c.InstanceWarmup)
+	}
+	for i, p := range c.CheckpointPercentages {
+		if p < 1 || p > 100 || i > 0 && p <= c.CheckpointPercentages[i-1] {
+			add("checkpoint_percentages %v must ascend within 1..100", c.CheckpointPercentages)
+			break
+		}
+	}
+	if n := len(c.CheckpointPercentages); n > 0 && c.CheckpointPercentages[n-1] != 100 {
+		add("checkpoint_percentages %v: the last must be 100", c.CheckpointPercentages)
+	}
+	switch {
+	case c.CheckpointDelay < 0 || c.CheckpointDelay > 48*time.Hour || c.CheckpointDelay%time.Second != 0:
+		add("checkpoint_delay %s must be whole seconds within 0..48h", c.CheckpointDelay)
+	case c.CheckpointDelay != 0 && len(c.CheckpointPercentages) == 0:
+		add("checkpoint_delay needs checkpoint_percentages")
+	case c.CheckpointDelay == 0 && len(c.CheckpointPercentages) > 0:
+		c.CheckpointDelay = DefaultCheckpoint
+	}
+	if c.SkipMatching == nil {
+		c.SkipMatching = boolPtr(true)
+	}
+	if c.AutoRollback == nil {
+		c.AutoRollback = boolPtr(true)
+	}
+	if c.OnFailure == "" {
+		c.OnFailure = "rollback"
+	} else if !slices.Contains([]string{"rollback", "cancel"}, c.OnFailure) {
+		add("on_failure %q is neither rollback nor cancel", c.OnFailure)
+	}
+	switch {
+	case c.RefreshTimeout == 0:
+		c.RefreshTimeout = DefaultRefreshTimeout
+	case c.RefreshTimeout < 0:
+		add("refresh_timeout must be positive")
+	}
+	switch {
+	case c.PollInterval == 0:
+		c.PollInterval = DefaultPollInterval
+	case c.PollInterval < 0:
+		add("poll_interval must be positive")
+	}
+	if errs != nil && len(errs.Errors) > 0 {
+		return warnings, errs
+	}
+	return warnings, nil
+}
+
+func boolPtr(b bool) *bool { return &b }

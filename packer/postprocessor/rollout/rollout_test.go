@@ -1,0 +1,259 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
+	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
+)
+
+const param = "/hotpath/prod/x86_64/latest/image_id"
+
+// fleet is a fake account with an old AMI running on two groups from one
+// launch template in eu-west-1, and a new AMI to roll out.
+type fleet struct {
+	f            *fakeaws.Server
+	lt, old, new string
+}
+
+func newFleet(t *testing.T) *fleet {
+	f := fakeaws.New("AKIDRO")
+	t.Cleanup(f.Close)
+	fl := &fleet{f: f, old: f.AddImage("eu-west-1", "hotpath 1"), new: f.AddImage("eu-west-1", "hotpath 2")}
+	fl.lt = f.AddLaunchTemplate("eu-west-1", "hotpath", fl.old)
+	f.AddGroup("eu-west-1", "web-a", fl.lt, "1", 4)
+	f.AddGroup("eu-west-1", "web-b", fl.lt, "$Default", 10)
+	f.PutParameterValue("eu-west-1", param, fl.old)
+	return fl
+}
+
+func (fl *fleet) pp(t *testing.T, extra map[string]interface{}) *PostProcessor {
+	t.Helper()
+	raw := map[string]interface{}{
+		"region": "eu-west-1", "access_key": fl.f.AccessKey, "secret_key": "s",
+		"custom_endpoint_ec2": fl.f.URL, "custom_endpoint_ssm": fl.f.URL, "custom_endpoint_autoscaling": fl.f.URL,
+		"ssm_parameter": param,
+		"target": []map[string]interface{}{{
+			"launch_template_name": "hotpath", "set_default_version": true, "auto_scaling_groups": []string{"web-a", "web-b"},
+		}},
+		"instance_warmup": "30s", "checkpoint_percentages": []int{50, 100}, "checkpoint_delay": "10s",
+		"poll_interval": "2ms",
+	}
+	for k, v := range extra {
+		raw[k] = v
+	}
+	p := &PostProcessor{loadOptions: []func(*awsconfig.LoadOptions) error{awsconfig.WithRetryer(func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff, o.RateLimiter = time.Millisecond, ratelimit.None })
+	})}}
+	if err := p.Configure(raw); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (fl *fleet) input() packersdk.Artifact {
+	return &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + fl.new}
+}
+
+// The roll-out: parameter, new default version, both groups refreshed
+// onto it, progress shown.
+func TestRolloutSuccessful(t *testing.T) {
+	fl := newFleet(t)
+	ui := new(uitest.UI)
+	a, keep, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, fl.input())
+	t.Logf("UI:\n%s", ui.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !keep || a.Id() != "eu-west-1:"+fl.new {
+		t.Errorf("artifact %s, keep %v", a.Id(), keep)
+	}
+	if pm, _ := fl.f.Parameter("eu-west-1", param); pm.Value != fl.new || pm.DataType != "aws:ec2:image" {
+		t.Errorf("parameter %+v", pm)
+	}
+	lt := fl.f.LaunchTemplates()[fl.lt]
+	if len(lt.Images) != 2 || lt.Images[1] != fl.new || lt.Default != 2 {
+		t.Errorf("launch template %+v", lt)
+	}
+	for _, g := range []string{"web-a", "web-b"} {
+		gs := fl.f.GroupState("eu-west-1", g)
+		if gs.Version != "2" || gs.Refreshes[0].Status != "Successful" || gs.Refreshes[0].MinHealthy != 90 ||
+			gs.Refreshes[0].Warmup != 30 || !gs.Refreshes[0].AutoRollback || !gs.Refreshes[0].SkipMatching {
+			t.Errorf("group %s: %+v", g, gs)
+		}
+	}
+	for _, s := range []string{
+		"SSM parameter " + param + " in eu-west-1 = " + fl.new,
+		"version 2 launches " + fl.new, "default version 1 -> 2",
+		"web-b (eu-west-1): InProgress 10%, 10 instances to update: Replacing instances",
+		"Waiting for the checkpoint delay (10s) at 50%",
+		"web-a (eu-west-1): Successful 100%",
+	} {
+		if !ui.Contains(s) {
+			t.Errorf("UI does not say %q", s)
+		}
+	}
+}
+
+// A refresh that fails is rolled back by Auto Scaling; the plugin
+// restores the parameter and the default version and says what each
+// group runs.
+func TestRolloutFailureRolledBack(t *testing.T) {
+	fl := newFleet(t)
+	fl.f.FailRefresh("eu-west-1", "web-b", 30, "2 instances failed the ELB health check")
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, fl.input())
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "RollbackSuccessful: Instance refresh failed: 2 instances failed the ELB health check") ||
+		!strings.Contains(err.Error(), "group web-b in eu-west-1 was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if pm, _ := fl.f.Parameter("eu-west-1", param); pm.Value != fl.old {
+		t.Errorf("parameter %s, want the old AMI back", pm.Value)
+	}
+	if lt := fl.f.LaunchTemplates()[fl.lt]; lt.Default != 1 {
+		t.Errorf("default version %d, want 1 back", lt.Default)
+	}
+	gb := fl.f.GroupState("eu-west-1", "web-b")
+	if gb.Version != "$Default" || gb.Refreshes[0].Status != "RollbackSuccessful" {
+		t.Errorf("web-b %+v", gb)
+	}
+	// web-a was still replacing when web-b failed: it is rolled back too.
+	ga := fl.f.GroupState("eu-west-1", "web-a")
+	if fl.f.CountCalls("RollbackInstanceRefresh", 200) != 1 || ga.Refreshes[0].Status != "RollbackSuccessful" {
+		t.Errorf("web-a %+v", ga)
+	}
+}
+
+// Without auto rollback a failed refresh leaves the group mixed, and the
+// plugin says so.
+func TestRolloutFailureWithoutAutoRollback(t *testing.T) {
+	fl := newFleet(t)
+	fl.f.FailRefresh("eu-west-1", "web-a", 50, "the new instances never became healthy")
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, map[string]interface{}{"auto_rollback": false, "on_failure": "cancel"}).PostProcess(context.Background(), ui, fl.input())
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "group web-a in eu-west-1 is mixed: the refresh failed at 50%") ||
+		!strings.Contains(err.Error(), "group web-b in eu-west-1 is mixed: the refresh was cancelled") {
+		t.Fatalf("err %v", err)
+	}
+	if fl.f.CountCalls("CancelInstanceRefresh", 200) != 1 || fl.f.CountCalls("RollbackInstanceRefresh", 0) != 0 {
+		t.Errorf("on_failure = cancel: %d cancels, %d rollbacks", fl.f.CountCalls("CancelInstanceRefresh", 200), fl.f.CountCalls("RollbackInstanceRefresh", 0))
+	}
+}
+
+// Ctrl-C during the wait rolls the refreshes back.
+func TestRolloutCancel(t *testing.T) {
+	fl := newFleet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	polls := 0
+	fl.f.OnCall = func(op string, _ int) {
+		if op == "DescribeInstanceRefreshes" {
+			if polls++; polls == 3 {
+				cancel()
+			}
+		}
+	}
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, nil).PostProcess(ctx, ui, fl.input())
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.HasPrefix(err.Error(), "cancelled; state left behind: group web-a in eu-west-1 was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if ui.Contains("context canceled") {
+		t.Errorf("UI shows the context error")
+	}
+	for _, g := range []string{"web-a", "web-b"} {
+		if st := fl.f.GroupState("eu-west-1", g).Refreshes[0].Status; st != "RollbackSuccessful" {
+			t.Errorf("%s: %s", g, st)
+		}
+	}
+	if pm, _ := fl.f.Parameter("eu-west-1", param); pm.Value != fl.old {
+		t.Errorf("parameter %s, want the old AMI back", pm.Value)
+	}
+}
+
+func TestInputWithoutAMIs(t *testing.T) {
+	fl := newFleet(t)
+	_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{IdValue: "sha256"})
+	if err == nil || !strings.Contains(err.Error(), "put hotpath-rollout after hotpath-ami") {
+		t.Errorf("err %v", err)
+	}
+	_, _, _, err = fl.pp(t, nil).PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{IdValue: "us-east-1:" + fl.new})
+	if err == nil || !strings.Contains(err.Error(), "has no AMI in eu-west-1") {
+		t.Errorf("err %v", err)
+	}
+	if n := len(fl.f.Calls()); n != 0 {
+		t.Errorf("%d AWS calls", n)
+	}
+}
+
+func TestPrepareErrors(t *testing.T) {
+	base := func(kv ...interface{}) map[string]interface{} {
+		m := map[string]interface{}{"region": "eu-west-1", "target": []map[string]interface{}{{"launch_template_name": "web", "auto_scaling_groups": []string{"a"}}}}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		raw  map[string]interface{}
+		want string
+	}{
+		{"nothing", map[string]interface{}{"region": "eu-west-1"}, "nothing to roll out"},
+		{"no region", base("region", ""), "region is required"},
+		{"reserved parameter", base("ssm_parameter", "/aws/service/x"), "reserved"},
+		{"bad parameter", base("ssm_parameter", "/a b"), "is not a parameter name"},
+		{"both template keys", base("target", []map[string]interface{}{{"launch_template_id": "lt-0123456789abcdef0", "launch_template_name": "x"}}), "exactly one of"},
+		{"bad template id", base("target", []map[string]interface{}{{"launch_template_id": "web"}}), "is not a launch template id"},
+		{"bad source version", base("target", []map[string]interface{}{{"launch_template_name": "web", "source_version": "latest"}}), "source_version"},
+		{"group twice", base("target", []map[string]interface{}{{"launch_template_name": "web", "auto_scaling_groups": []string{"a", "a"}}}), "listed twice"},
+		{"min healthy", base("min_healthy_percentage", 120), "min_healthy_percentage 120"},
+		{"min 100 alone", base("min_healthy_percentage", 100), "needs max_healthy_percentage above 100"},
+		{"max healthy", base("max_healthy_percentage", 250), "max_healthy_percentage 250"},
+		{"checkpoints order", base("checkpoint_percentages", []int{50, 20, 100}), "must ascend"},
+		{"last checkpoint", base("checkpoint_percentages", []int{20, 50}), "the last must be 100"},
+		{"delay alone", base("checkpoint_delay", "5m"), "checkpoint_delay needs checkpoint_percentages"},
+		{"fractional warmup", base("instance_warmup", "1500ms"), "whole seconds"},
+		{"on_failure", base("on_failure", "ignore"), `on_failure "ignore"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			_, err := c.Prepare(tc.raw)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+	var c Config
+	if _, err := c.Prepare(base()); err != nil {
+		t.Fatal(err)
+	}
+	if *c.MinHealthyPercentage != 90 || !*c.AutoRollback || !*c.SkipMatching || c.OnFailure != "rollback" || c.Targets[0].Region != "eu-west-1" || c.Targets[0].SourceVersion != "$Default" {
+		t.Errorf("defaults %+v", c)
+	}
+}
+
+// Past refresh_timeout the refresh counts as failed and is rolled back.
+func TestRolloutTimeout(t *testing.T) {
+	fl := newFleet(t)
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, map[string]interface{}{"refresh_timeout": "1ns"}).PostProcess(context.Background(), ui, fl.input())
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "did not finish within refresh_timeout") || !strings.Contains(err.Error(), "was rolled back") {
+		t.Fatalf("err %v", err)
+	}
+	if fl.f.CountCalls("RollbackInstanceRefresh", 200) != 2 {
+		t.Errorf("%d rollbacks, want both groups", fl.f.CountCalls("RollbackInstanceRefresh", 200))
+	}
+}

@@ -1,0 +1,504 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/smithy-go"
+	"github.com/hashicorp/packer-plugin-sdk/multistep"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hotpath-dev/hotpath/packer/postprocessor/ami"
+)
+
+// State bag keys.
+const (
+	keyConfig  = "config"
+	keyUI      = "ui"
+	keyClients = "clients"
+	keyAMIs    = "amis"   // map[region]ami id
+	keyResult  = "result" // *Artifact
+	keyError   = "error"
+	keyLeft    = "left" // []string: the state things are left in after a failure
+)
+
+var errCancelled = errors.New("cancelled")
+
+// clients are the regional EC2, Auto Scaling and SSM clients.
+type clients struct {
+	cfg aws.Config
+	ac  *ami.AccessConfig
+	mu  sync.Mutex
+	ec  map[string]*ec2.Client
+	as  map[string]*autoscaling.Client
+	pm  map[string]*ssm.Client
+}
+
+func newClients(cfg aws.Config, ac *ami.AccessConfig) *clients {
+	return &clients{cfg: cfg, ac: ac, ec: map[string]*ec2.Client{}, as: map[string]*autoscaling.Client{}, pm: map[string]*ssm.Client{}}
+}
+
+func endpoint(ep string) *string {
+	if ep == "" {
+		return nil
+	}
+	return aws.String(ep)
+}
+
+func (cl *clients) ec2(r string) *ec2.Client {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.ec[r] == nil {
+		cl.ec[r] = ec2.NewFromConfig(cl.cfg, func(o *ec2.Options) { o.Region, o.BaseEndpoint = r, endpoint(cl.ac.CustomEndpointEC2) })
+	}
+	return cl.ec[r]
+}
+
+func (cl *clients) autoscaling(r string) *autoscaling.Client {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.as[r] == nil {
+		cl.as[r] = autoscaling.NewFromConfig(cl.cfg, func(o *autoscaling.Options) {
+			o.Region, o.BaseEndpoint = r, endpoint(cl.ac.CustomEndpointAutoScaling)
+		})
+	}
+	return cl.as[r]
+}
+
+func (cl *clients) ssm(r string) *ssm.Client {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.pm[r] == nil {
+		cl.pm[r] = ssm.NewFromConfig(cl.cfg, func(o *ssm.Options) { o.Region, o.BaseEndpoint = r, endpoint(cl.ac.CustomEndpointSSM) })
+	}
+	return cl.pm[r]
+}
+
+func bag(state multistep.StateBag) (*Config, packersdk.Ui, *clients) {
+	return state.Get(keyConfig).(*Config), state.Get(keyUI).(packersdk.Ui), state.Get(keyClients).(*clients)
+}
+
+func halt(ctx context.Context, state multistep.StateBag, err error) multistep.StepAction {
+	ui := state.Get(keyUI).(packersdk.Ui)
+	if ctx.Err() != nil {
+		state.Put(keyError, errCancelled)
+		ui.Say("Cancelled; undoing the roll-out...")
+		return multistep.ActionHalt
+	}
+	state.Put(keyError, err)
+	ui.Error(err.Error())
+	return multistep.ActionHalt
+}
+
+func failed(state multistep.StateBag) bool {
+	_, cancelled := state.GetOk(multistep.StateCancelled)
+	_, halted := state.GetOk(multistep.StateHalted)
+	return cancelled || halted
+}
+
+// left records the state something is left in after a failure, for the
+// final message.
+func left(state multistep.StateBag, what string) {
+	l, _ := state.Get(keyLeft).([]string)
+	state.Put(keyLeft, append(l, what))
+}
+
+func apiCode(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}
+
+func (t Target) name() string {
+	if t.LaunchTemplateID != "" {
+		return t.LaunchTemplateID
+	}
+	return t.LaunchTemplateName
+}
+
+// stepParameter publishes each region's AMI id to the SSM parameter and,
+// when the roll-out fails, puts the previous value back.
+type stepParameter struct {
+	previous map[string]*string // region -> old value (nil: there was none)
+}
+
+func (s *stepParameter) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	if c.SSMParameter == "" {
+		return multistep.ActionContinue
+	}
+	amis := state.Get(keyAMIs).(map[string]string)
+	s.previous = map[string]*string{}
+	for _, r := range sortedKeys(amis) {
+		old, err := cl.ssm(r).GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(c.SSMParameter)})
+		var prev *string
+		switch {
+		case err == nil:
+			prev = old.Parameter.Value
+		case apiCode(err) != "ParameterNotFound":
+			return halt(ctx, state, fmt.Errorf("read SSM parameter %s in %s: %w", c.SSMParameter, r, err))
+		}
+		if prev != nil && *prev == amis[r] {
+			ui.Say(fmt.Sprintf("SSM parameter %s in %s is already %s", c.SSMParameter, r, amis[r]))
+			continue
+		}
+		out, err := cl.ssm(r).PutParameter(ctx, &ssm.PutParameterInput{
+			Name: aws.String(c.SSMParameter), Value: aws.String(amis[r]), Type: ssmtypes.ParameterTypeString,
+			DataType: aws.String("aws:ec2:image"), Overwrite: aws.Bool(true),
+			Description: aws.String("hotpath appliance AMI, set by packer-plugin-hotpath"),
+		})
+		if err != nil {
+			return halt(ctx, state, fmt.Errorf("publish %s to SSM parameter %s in %s: %w", amis[r], c.SSMParameter, r, err))
+		}
+		s.previous[r] = prev
+		was := "new"
+		if prev != nil {
+			was = "was " + *prev
+		}
+		ui.Say(fmt.Sprintf("SSM parameter %s in %s = %s (version %d, %s)", c.SSMParameter, r, amis[r], out.Version, was))
+	}
+	return multistep.ActionContinue
+}
+
+func (s *stepParameter) Cleanup(state multistep.StateBag) {
+	if !failed(state) || len(s.previous) == 0 {
+		return
+	}
+	c, ui, cl := bag(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, r := range sortedKeys(s.previous) {
+		var err error
+		if prev := s.previous[r]; prev != nil {
+			_, err = cl.ssm(r).PutParameter(ctx, &ssm.PutParameterInput{
+				Name: aws.String(c.SSMParameter), Value: prev, Overwrite: aws.Bool(true), DataType: aws.String("aws:ec2:image"),
+			})
+			if err == nil {
+				ui.Say(fmt.Sprintf("SSM parameter %s in %s is %s again", c.SSMParameter, r, *prev))
+			}
+		} else {
+			_, err = cl.ssm(r).DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(c.SSMParameter)})
+			if err == nil {
+				ui.Say(fmt.Sprintf("SSM parameter %s in %s deleted again (it did not exist before)", c.SSMParameter, r))
+			}
+		}
+		if err != nil {
+			ui.Error(fmt.Sprintf("Error restoring SSM parameter %s in %s: %s", c.SSMParameter, r, err))
+			left(state, fmt.Sprintf("SSM parameter %s in %s still names the new AMI", c.SSMParameter, r))
+		}
+	}
+}
+
+// version is the launch template version created for a target.
+type version struct {
+	id           string // launch template id
+	number       int64
+	prevDefault  int64
+	madeDefault  bool
+	targetRegion string
+}
+
+// stepTemplates creates the new launch template versions (a copy of
+// source_version with the new AMI) and makes them the default where
+// asked; on failure the previous default comes back (the new version
+// stays, unused: EC2 keeps every version).
+type stepTemplates struct {
+	versions []version
+}
+
+func (s *stepTemplates) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	amis := state.Get(keyAMIs).(map[string]string)
+	res := state.Get(keyResult).(*Artifact)
+	for _, t := range c.Targets {
+		e := cl.ec2(t.Region)
+		cur, err := e.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{
+			LaunchTemplateId: nilIfEmpty(t.LaunchTemplateID), LaunchTemplateName: nilIfEmpty(t.LaunchTemplateName),
+			Versions: []string{"$Default"},
+		})
+		if err != nil {
+			return halt(ctx, state, fmt.Errorf("launch template %s in %s: %w", t.name(), t.Region, err))
+		}
+		if len(cur.LaunchTemplateVersions) != 1 {
+			return halt(ctx, state, fmt.Errorf("launch template %s in %s: no default version", t.name(), t.Region))
+		}
+		d := cur.LaunchTemplateVersions[0]
+		out, err := e.CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
+			LaunchTemplateId:   d.LaunchTemplateId,
+			SourceVersion:      aws.String(t.SourceVersion),
+			VersionDescription: aws.String("hotpath " + amis[t.Region]),
+			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(amis[t.Region])},
+		})
+		if err != nil {
+			return halt(ctx, state, fmt.Errorf("new version of launch template %s in %s: %w", t.name(), t.Region, err))
+		}
+		v := version{id: aws.ToString(d.LaunchTemplateId), number: aws.ToInt64(out.LaunchTemplateVersion.VersionNumber),
+			prevDefault: aws.ToInt64(d.VersionNumber), targetRegion: t.Region}
+		ui.Say(fmt.Sprintf("Launch template %s (%s) in %s: version %d launches %s (copied from %s)",
+			t.name(), v.id, t.Region, v.number, amis[t.Region], t.SourceVersion))
+		if t.SetDefaultVersion {
+			if _, err := e.ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{
+				LaunchTemplateId: aws.String(v.id), DefaultVersion: aws.String(strconv.FormatInt(v.number, 10)),
+			}); err != nil {
+				s.versions = append(s.versions, v)
+				return halt(ctx, state, fmt.Errorf("make version %d the default of %s in %s: %w", v.number, t.name(), t.Region, err))
+			}
+			v.madeDefault = true
+			ui.Say(fmt.Sprintf("Launch template %s in %s: default version %d -> %d", t.name(), t.Region, v.prevDefault, v.number))
+		}
+		s.versions = append(s.versions, v)
+		res.Versions[t.Region+"/"+t.name()] = v.number
+	}
+	state.Put("versions", s.versions)
+	return multistep.ActionContinue
+}
+
+func (s *stepTemplates) Cleanup(state multistep.StateBag) {
+	if !failed(state) {
+		return
+	}
+	_, ui, cl := bag(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, v := range s.versions {
+		if !v.madeDefault {
+			continue
+		}
+		_, err := cl.ec2(v.targetRegion).ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{
+			LaunchTemplateId: aws.String(v.id), DefaultVersion: aws.String(strconv.FormatInt(v.prevDefault, 10)),
+		})
+		if err != nil {
+			ui.Error(fmt.Sprintf("Error restoring the default version %d of %s in %s: %s", v.prevDefault, v.id, v.targetRegion, err))
+			left(state, fmt.Sprintf("launch template %s in %s: default is still the new version %d", v.id, v.targetRegion, v.number))
+			continue
+		}
+		ui.Say(fmt.Sprintf("Launch template %s in %s: default version is %d again (version %d stays, unused)", v.id, v.targetRegion, v.prevDefault, v.number))
+	}
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return aws.String(s)
+}
+
+// refresh is one instance refresh being watched.
+type refresh struct {
+	region, group, id string
+	version           int64
+	status            astypes.InstanceRefreshStatus
+	reason            string
+	// cause is the reason given when the refresh started to fail or
+	// roll back; later answers may only describe the rollback.
+	cause         string
+	pct, toUpdate int32
+	line          string // last progress line shown
+}
+
+func (r *refresh) terminal() bool {
+	switch r.status {
+	case astypes.InstanceRefreshStatusSuccessful, astypes.InstanceRefreshStatusFailed, astypes.InstanceRefreshStatusCancelled,
+		astypes.InstanceRefreshStatusRollbackSuccessful, astypes.InstanceRefreshStatusRollbackFailed:
+		return true
+	}
+	return false
+}
+
+// stepRefresh starts an Instance Refresh on every group onto its
+// target's new version, and waits for all of them with progress lines.
+type stepRefresh struct {
+	refreshes []*refresh
+}
+
+func (s *stepRefresh) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
+	c, ui, cl := bag(state)
+	versions, _ := state.Get("versions").([]version)
+	res := state.Get(keyResult).(*Artifact)
+	prefs := &astypes.RefreshPreferences{
+		MinHealthyPercentage: aws.Int32(int32(*c.MinHealthyPercentage)),
+		SkipMatching:         c.SkipMatching,
+		AutoRollback:         c.AutoRollback,
+	}
+	if c.MaxHealthyPercentage != nil {
+		prefs.MaxHealthyPercentage = aws.Int32(int32(*c.MaxHealthyPercentage))
+	}
+	if c.InstanceWarmup > 0 {
+		prefs.InstanceWarmup = aws.Int32(int32(c.InstanceWarmup / time.Second))
+	}
+	for _, p := range c.CheckpointPercentages {
+		prefs.CheckpointPercentages = append(prefs.CheckpointPercentages, int32(p))
+	}
+	if len(c.CheckpointPercentages) > 0 {
+		prefs.CheckpointDelay = aws.Int32(int32(c.CheckpointDelay / time.Second))
+	}
+	for i, t := range c.Targets {
+		v := versions[i]
+		for _, g := range t.AutoScalingGroups {
+			out, err := cl.autoscaling(t.Region).StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{
+				AutoScalingGroupName: aws.String(g),
+				Strategy:             astypes.RefreshStrategyRolling,
+				DesiredConfiguration: &astypes.DesiredConfiguration{LaunchTemplate: &astypes.LaunchTemplateSpecification{
+					LaunchTemplateId: aws.String(v.id), Version: aws.String(strconv.FormatInt(v.number, 10)),
+				}},
+				Preferences: prefs,
+			})
+			if err != nil {
+				return halt(ctx, state, fmt.Errorf("start the instance refresh of %s in %s: %w", g, t.Region, err))
+			}
+			r := &refresh{region: t.Region, group: g, id: aws.ToString(out.InstanceRefreshId), version: v.number}
+			s.refreshes = append(s.refreshes, r)
+			ui.Say(fmt.Sprintf("Instance refresh %s started on %s in %s (launch template %s version %d, min healthy %d%%, auto rollback %t)",
+				r.id, g, t.Region, v.id, v.number, *c.MinHealthyPercentage, *c.AutoRollback))
+		}
+	}
+	deadline := time.Now().Add(c.RefreshTimeout)
+	for {
+		pending := 0
+		for _, r := range s.refreshes {
+			if r.terminal() {
+				continue
+			}
+			if err := r.poll(ctx, cl, ui); err != nil {
+				return halt(ctx, state, err)
+			}
+			switch {
+			case r.status == astypes.InstanceRefreshStatusSuccessful:
+				res.Refreshes[r.region+"/"+r.group] = r.id
+			case r.terminal():
+				return halt(ctx, state, fmt.Errorf("instance refresh %s of %s in %s: %s: %s", r.id, r.group, r.region, r.status, r.cause))
+			default:
+				pending++
+			}
+		}
+		if pending == 0 {
+			return multistep.ActionContinue
+		}
+		if time.Now().After(deadline) {
+			return halt(ctx, state, fmt.Errorf("the instance refreshes did not finish within refresh_timeout (%s)", c.RefreshTimeout))
+		}
+		select {
+		case <-ctx.Done():
+			return halt(ctx, state, ctx.Err())
+		case <-time.After(c.PollInterval):
+		}
+	}
+}
+
+// poll reads the refresh's state and prints a progress line when it
+// changed: status, percentage, instances to update, status reason.
+func (r *refresh) poll(ctx context.Context, cl *clients, ui packersdk.Ui) error {
+	out, err := cl.autoscaling(r.region).DescribeInstanceRefreshes(ctx, &autoscaling.DescribeInstanceRefreshesInput{
+		AutoScalingGroupName: aws.String(r.group), InstanceRefreshIds: []string{r.id},
+	})
+	if err != nil {
+		return fmt.Errorf("instance refresh %s of %s in %s: %w", r.id, r.group, r.region, err)
+	}
+	if len(out.InstanceRefreshes) != 1 {
+		return fmt.Errorf("instance refresh %s of %s in %s: not found", r.id, r.group, r.region)
+	}
+	ir := out.InstanceRefreshes[0]
+	r.status, r.reason = ir.Status, aws.ToString(ir.StatusReason)
+	if r.cause == "" && r.status != astypes.InstanceRefreshStatusSuccessful &&
+		(r.status == astypes.InstanceRefreshStatusRollbackInProgress || r.terminal()) {
+		r.cause = r.reason
+	}
+	r.pct, r.toUpdate = aws.ToInt32(ir.PercentageComplete), aws.ToInt32(ir.InstancesToUpdate)
+	line := fmt.Sprintf("%s (%s): %s %d%%, %d instances to update", r.group, r.region, r.status, r.pct, r.toUpdate)
+	if r.reason != "" {
+		line += ": " + r.reason
+	}
+	if line != r.line {
+		ui.Say(line)
+		r.line = line
+	}
+	return nil
+}
+
+func (s *stepRefresh) Cleanup(state multistep.StateBag) {
+	if !failed(state) || len(s.refreshes) == 0 {
+		return
+	}
+	c, ui, cl := bag(state)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupWait)
+	defer cancel()
+	for _, r := range s.refreshes {
+		if r.terminal() {
+			continue
+		}
+		as := cl.autoscaling(r.region)
+		if c.OnFailure == "rollback" {
+			_, err := as.RollbackInstanceRefresh(ctx, &autoscaling.RollbackInstanceRefreshInput{AutoScalingGroupName: aws.String(r.group)})
+			if err == nil {
+				ui.Say(fmt.Sprintf("Rolling back instance refresh %s of %s in %s...", r.id, r.group, r.region))
+				continue
+			}
+			if apiCode(err) == "ActiveInstanceRefreshNotFound" {
+				continue // it finished meanwhile: the wait below reads how
+			}
+			ui.Error(fmt.Sprintf("Rollback of %s in %s refused (%s); cancelling it instead", r.group, r.region, err))
+		}
+		if _, err := as.CancelInstanceRefresh(ctx, &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(r.group)}); err != nil &&
+			apiCode(err) != "ActiveInstanceRefreshNotFound" {
+			ui.Error(fmt.Sprintf("Error cancelling the instance refresh of %s in %s: %s", r.group, r.region, err))
+			continue
+		}
+		ui.Say(fmt.Sprintf("Cancelling instance refresh %s of %s in %s...", r.id, r.group, r.region))
+	}
+	// Wait (bounded) until every refresh has settled, then say what each
+	// group runs now.
+	for {
+		busy := false
+		for _, r := range s.refreshes {
+			if !r.terminal() {
+				if err := r.poll(ctx, cl, ui); err != nil {
+					ui.Error(err.Error())
+					break
+				}
+				busy = busy || !r.terminal()
+			}
+		}
+		if !busy || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.PollInterval):
+		}
+	}
+	for _, r := range s.refreshes {
+		msg := r.leftIn()
+		ui.Say(msg)
+		left(state, msg)
+	}
+}
+
+// leftIn says what a group runs after its refresh ended as it did.
+func (r *refresh) leftIn() string {
+	g := fmt.Sprintf("group %s in %s", r.group, r.region)
+	switch r.status {
+	case astypes.InstanceRefreshStatusSuccessful:
+		return fmt.Sprintf("%s runs the new AMI (launch template version %d)", g, r.version)
+	case astypes.InstanceRefreshStatusRollbackSuccessful:
+		return fmt.Sprintf("%s was rolled back: every instance runs its previous configuration", g)
+	case astypes.InstanceRefreshStatusCancelled:
+		return fmt.Sprintf("%s is mixed: the refresh was cancelled at %d%%; replaced instances run version %d, the others the previous one", g, r.pct, r.version)
+	case astypes.InstanceRefreshStatusFailed:
+		return fmt.Sprintf("%s is mixed: the refresh failed at %d%% (%s); start a refresh onto the previous version to undo", g, r.pct, r.reason)
+	case astypes.InstanceRefreshStatusRollbackFailed:
+		return fmt.Sprintf("%s: the rollback failed (%s); check the group", g, r.reason)
+	}
+	return fmt.Sprintf("%s: refresh %s still %s at %d%% (stopped waiting)", g, r.id, r.status, r.pct)
+}
