@@ -154,7 +154,11 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	if c.closeConn {
 		cn.closeAfter = true
 	}
-	return w.appendResponse(out, c, string(c.req.Method) == "HEAD")
+	out = w.appendResponse(out, c, string(c.req.Method) == "HEAD")
+	if cap(w.body) > maxKeptBodySize {
+		w.body = make([]byte, 0, initialBodySize) // a large response grew it
+	}
+	return out
 }
 
 // call runs a handler; a panic is answered 500 and closes the connection
@@ -223,15 +227,19 @@ func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
 	return out
 }
 
-// appendError appends the response to a request that could not be parsed;
-// the connection closes after it.
-func (w *worker) appendError(out []byte, status int, reason string) []byte {
+// appendError appends the response to a request that could not be parsed
+// or served; the connection closes after it. The answer to HEAD carries the
+// length of the body it does not send.
+func (w *worker) appendError(out []byte, status int, reason string, head bool) []byte {
 	out = appendStatusLine(out, status)
 	out = append(out, w.srv.serverHeader...)
 	out = append(out, w.date...)
 	out = append(out, "Content-Type: text/plain\r\nContent-Length: "...)
 	out = strconv.AppendInt(out, int64(len(reason)+1), 10)
 	out = append(out, "\r\nConnection: close\r\n\r\n"...)
+	if head {
+		return out
+	}
 	out = append(out, reason...)
 	return append(out, '\n')
 }

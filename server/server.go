@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,10 @@ type Server struct {
 	forced   atomic.Bool
 	errMu    sync.Mutex
 	err      error // the first worker failure
+
+	// wallClock, when set (by tests), replaces time.Now for the Date
+	// header only: timeouts run on the monotonic clock.
+	wallClock func() time.Time
 }
 
 // New returns a Server for cfg; register handlers, then Start.
@@ -143,6 +148,18 @@ func (s *Server) Requests() uint64 {
 	var n uint64
 	for _, w := range s.workers {
 		n += w.requests.Load()
+	}
+	return n
+}
+
+// MemoryInUse returns the bytes of buffers the workers hold: connection
+// input buffers (grown ones included), pending output, and each worker's
+// own output, body and discard buffers. See Config.MemoryBudget for the
+// bound. Each worker updates its figure once per loop iteration.
+func (s *Server) MemoryInUse() int64 {
+	var n int64
+	for _, w := range s.workers {
+		n += w.mem.Load()
 	}
 	return n
 }
@@ -206,6 +223,7 @@ func (s *Server) Start() (err error) {
 	for _, w := range s.workers {
 		go w.run(ready)
 	}
+	go s.releaseMemory()
 	go func() {
 		s.wg.Wait()
 		s.wakeMu.Lock()
@@ -227,6 +245,40 @@ func (s *Server) Start() (err error) {
 		len(cpus), cpuString(cpus), netip.AddrPortFrom(addrOrAny(addr), uint16(port)))
 	close(s.ready)
 	return nil
+}
+
+// releaseThreshold is how far MemoryInUse must fall from its peak before
+// releaseMemory gives the memory back to the system.
+const releaseThreshold = 4 << 20
+
+// releaseMemory returns buffer memory to the system after a spike. The
+// workers drop grown buffers as soon as their request is done, but the Go
+// heap keeps freed memory until the next collection, and a server that
+// allocates nothing per request may not collect for minutes (the runtime
+// forces one every two); the scavenger then returns pages slowly. So once
+// a second, when MemoryInUse has fallen by releaseThreshold from its peak
+// during the last second, it runs debug.FreeOSMemory: a collection, then
+// every free page back to the system. The pause is that of one collection
+// of a small heap, and it happens only after a spike, never per request.
+func (s *Server) releaseMemory() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		var peak, now int64
+		for _, w := range s.workers {
+			m := w.mem.Load()
+			peak += w.memPeak.Swap(m)
+			now += m
+		}
+		if peak-now >= releaseThreshold {
+			debug.FreeOSMemory()
+		}
+	}
 }
 
 // Ready is closed once Start has succeeded.

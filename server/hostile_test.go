@@ -1,0 +1,167 @@
+package server_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/server"
+)
+
+// rss returns the process's resident set size from /proc/self/status.
+func rss(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmRSS %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// memoryBound is the documented bound of Config.MemoryBudget for one
+// worker with conns connections whose largest response is resp bytes.
+func memoryBound(cfg server.Config, conns int, resp int64) int64 {
+	r := int64(cfg.ReadBufferSize)
+	return int64(conns)*(r+resp) + cfg.MemoryBudget + int64(cfg.MaxOutputPerTurn) + resp + 256*r + 150<<10
+}
+
+// TestHostileMemory runs the attack that used to take a worker to 683 MB
+// with 200 connections: each sends a 1 MiB body (which grows its input
+// buffer), then pipelines small requests ~1 MiB at a time and never reads
+// a response. The worker's accounted memory must stay under the documented
+// bound throughout, the process's RSS under its idle size plus the bound
+// times the garbage collector's factor, and both must come back to idle
+// once the connections are gone.
+func TestHostileMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 connections pushing 1 MiB each")
+	}
+	s, addr := start(t, nil)
+	cfg := server.DefaultConfig()
+	const conns = 200
+	const resp = 512 // the 405 and /json responses are under this
+	bound := memoryBound(cfg, conns, resp)
+	// Garbage waits for the next collection, which comes once the heap
+	// has grown by GOGC percent.
+	gcFactor := int64(2)
+	if v := debug.SetGCPercent(-1); v >= 0 {
+		debug.SetGCPercent(v)
+		gcFactor = 1 + int64(v)/100
+	}
+
+	body := bytes.Repeat([]byte("x"), 1<<20)
+	head := []byte(fmt.Sprintf("POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body)))
+	small := bytes.Repeat([]byte("GET /json HTTP/1.1\r\nHost: x\r\n\r\n"), (1<<20)/32)
+	runtime.GC()
+	debug.FreeOSMemory()
+	time.Sleep(100 * time.Millisecond)
+	idleRSS, idleMem := rss(t), s.MemoryInUse()
+	t.Logf("idle: RSS %d KiB, worker buffers %d KiB; bound %d KiB", idleRSS>>10, idleMem>>10, bound>>10)
+
+
+	var (
+		wg      sync.WaitGroup
+		stop    = make(chan struct{})
+		written atomic.Int64
+		clients = make([]net.Conn, 0, conns)
+	)
+	for range conns {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+		wg.Go(func() {
+			c.SetWriteDeadline(time.Now().Add(3 * time.Second))
+			for _, b := range [][]byte{head, body} {
+				n, err := c.Write(b)
+				written.Add(int64(n))
+				if err != nil {
+					return // refused (503 for the body) or blocked
+				}
+			}
+			for {
+				n, err := c.Write(small)
+				written.Add(int64(n))
+				if err != nil {
+					return // blocked: the worker stopped reading, as it should
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		})
+	}
+	// Sample while the attack runs.
+	var maxRSS, maxMem int64
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		maxRSS = max(maxRSS, rss(t))
+		maxMem = max(maxMem, s.MemoryInUse())
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("attack: %d MiB written, %d requests answered; peak RSS %d KiB (+%d), peak worker buffers %d KiB",
+		written.Load()>>20, s.Requests(), maxRSS>>10, (maxRSS-idleRSS)>>10, maxMem>>10)
+	if maxMem > bound {
+		t.Errorf("worker buffers peaked at %d KiB, over the documented bound %d KiB", maxMem>>10, bound>>10)
+	}
+	if limit := idleRSS + gcFactor*bound; maxRSS > limit {
+		t.Errorf("RSS peaked at %d KiB, over idle + %d × bound = %d KiB", maxRSS>>10, gcFactor, limit>>10)
+	}
+	if s.Requests() < 1000 {
+		t.Errorf("only %d requests answered: the attack did not get through", s.Requests())
+	}
+
+	for _, c := range clients {
+		c.Close()
+	}
+	// Back to idle: the worker drops its buffers at once (spare input
+	// buffers at the next timeout scan), and releaseMemory hands the
+	// freed memory back within a second or two.
+	const slack = 8 << 20
+	var nowRSS, nowMem int64
+	for range 100 {
+		time.Sleep(100 * time.Millisecond)
+		nowRSS, nowMem = rss(t), s.MemoryInUse()
+		if nowRSS <= idleRSS+slack && nowMem <= idleMem {
+			break
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("heap in use %d KiB, stacks %d KiB, released %d KiB, idle %d KiB", ms.HeapInuse>>10, ms.StackInuse>>10, ms.HeapReleased>>10, ms.HeapIdle>>10)
+	t.Logf("after close: RSS %d KiB (idle %d), worker buffers %d KiB (idle %d)", nowRSS>>10, idleRSS>>10, nowMem>>10, idleMem>>10)
+	if nowRSS > idleRSS+slack || nowMem > idleMem {
+		t.Errorf("10 s after the connections closed: RSS %d KiB, worker buffers %d KiB; idle was %d and %d KiB",
+			nowRSS>>10, nowMem>>10, idleRSS>>10, idleMem>>10)
+	}
+	// And the worker still serves.
+	c, r := dial(t, addr)
+	c.Write([]byte("GET /json HTTP/1.1\r\nHost: x\r\n\r\n"))
+	if codes, _, _ := readResponses(t, r, 1); codes[0] != 200 {
+		t.Errorf("after the attack: %d", codes[0])
+	}
+}
