@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -76,7 +77,6 @@ func TestHostileMemory(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	idleRSS, idleMem := rss(t), s.MemoryInUse()
 	t.Logf("idle: RSS %d KiB, worker buffers %d KiB; bound %d KiB", idleRSS>>10, idleMem>>10, bound>>10)
-
 
 	var (
 		wg      sync.WaitGroup
@@ -164,4 +164,55 @@ func TestHostileMemory(t *testing.T) {
 	if codes, _, _ := readResponses(t, r, 1); codes[0] != 200 {
 		t.Errorf("after the attack: %d", codes[0])
 	}
+}
+
+// TestFairService checks that one connection's deep pipeline cannot make
+// the others of its worker wait for all of it. The hog first sends a 1 MiB
+// body (which used to leave it a 1 MiB input buffer, so that one read took
+// in ~30,000 pipelined requests and served them all in one turn), then
+// blocks the worker for 200 ms and meanwhile queues 1 MB of pipelined
+// requests in the server's socket; a bystander sends one request during
+// the block. Every /stamp response carries how many /stamp requests were
+// served before it, so the bystander's stamp counts the hog's requests
+// served ahead of it: a few turns of MaxRequestsPerTurn (the hog gets up
+// to two per loop iteration, its event's and its queued one, and the
+// bystander's connection needs an iteration to be accepted and one more
+// to be read), not the whole pipeline.
+// Its latency after the block is reported, not asserted.
+func TestFairService(t *testing.T) {
+	_, addr := start(t, func(c *server.Config) { c.RecvBuf = 4 << 20 })
+	hog, hogR := dial(t, addr)
+	body := bytes.Repeat([]byte("x"), 1<<20)
+	fmt.Fprintf(hog, "POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
+	hog.Write(body)
+	if codes, _, _ := readResponses(t, hogR, 1); codes[0] != 405 {
+		t.Fatalf("POST /json: %d", codes[0])
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { io.Copy(io.Discard, hogR) })
+	const block = 200 * time.Millisecond
+	blocked := time.Now()
+	hog.Write([]byte("GET /sleep?" + block.String() + " HTTP/1.1\r\nHost: x\r\n\r\n"))
+	pipeline := bytes.Repeat([]byte("GET /stamp HTTP/1.1\r\nHost: x\r\n\r\n"), 1<<15)
+	if _, err := hog.Write(pipeline); err != nil {
+		t.Fatal(err)
+	}
+	c, r := dial(t, addr)
+	c.Write([]byte("GET /stamp HTTP/1.1\r\nHost: x\r\n\r\n"))
+	if time.Since(blocked) > block {
+		t.Skip("the machine is too slow to queue the pipeline within the block")
+	}
+	_, bodies, _ := readResponses(t, r, 1)
+	wait := time.Since(blocked) - block
+	ahead, err := strconv.ParseInt(bodies[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead-- // its own
+	t.Logf("bystander served after %d of the hog's %d queued requests, %v after the block", ahead, 1<<15, wait)
+	if limit := int64(8 * server.DefaultConfig().MaxRequestsPerTurn); ahead > limit {
+		t.Errorf("%d of the hog's requests served before the bystander's, want at most %d", ahead, limit)
+	}
+	hog.Close()
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,6 +68,17 @@ func start(t *testing.T, mod func(*server.Config)) (*server.Server, string) {
 		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "%d %d", c.WorkerCPU(), in))
 	})
 	s.Handle("GET", "/panic", func(c *server.Ctx) { panic("boom") })
+	// /sleep?d blocks the worker for d: input piles up meanwhile.
+	s.Handle("GET", "/sleep", func(c *server.Ctx) {
+		d, _ := time.ParseDuration(string(c.Query()))
+		time.Sleep(d)
+	})
+	// /stamp answers how many /stamp requests the server has served,
+	// this one included: the order in which connections were served.
+	var stamps atomic.Int64
+	s.Handle("GET", "/stamp", func(c *server.Ctx) {
+		c.SetResponseBody(strconv.AppendInt(c.ResponseBody(), stamps.Add(1), 10))
+	})
 	s.Handle("", "/any", func(c *server.Ctx) { c.Write(c.Method()) })
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
