@@ -112,8 +112,9 @@ type worker struct {
 	lastScan int64
 	draining bool
 
-	acceptPaused bool  // listener out of the epoll set after EMFILE and the like
-	pausedAt     int64 // when; accepts resume acceptRetry later
+	acceptPaused  bool  // listener out of the epoll set after EMFILE and the like
+	pausedAt      int64 // when; accepts resume acceptRetry later
+	acceptFailing bool  // the pause has been logged
 
 	requests atomic.Uint64
 	_        [64]byte // keep other workers' data off this cache line
@@ -367,14 +368,18 @@ func (w *worker) acceptOne() (c *conn, more bool) {
 	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
 		// Out of descriptors or memory: the listener would stay readable
 		// and spin the loop. Stop watching it until a connection closes
-		// or acceptRetry has passed.
-		fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: accept4: %v; pausing accepts\n", w.cpu, err)
+		// or acceptRetry has passed. Said once until an accept succeeds.
+		if !w.acceptFailing {
+			w.acceptFailing = true
+			fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: accept4: %v; pausing accepts, retrying every %v\n", w.cpu, err, acceptRetry)
+		}
 		w.pauseAccept()
 		return nil, false
 	default:
 		fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: accept4: %v\n", w.cpu, err)
 		return nil, false
 	}
+	w.acceptFailing = false
 	limit := w.srv.cfg.MaxConnsPerWorker
 	if w.nconns < limit {
 		return w.addConn(fd, true), true
