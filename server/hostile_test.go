@@ -216,3 +216,56 @@ func TestFairService(t *testing.T) {
 	}
 	hog.Close()
 }
+
+// TestTrickledChunkedLinear trickles chunked bodies of two sizes, 8x
+// apart, in 64-byte chunks, 1 KiB per write, and waits after each write
+// until the worker has answered a probe on another connection, so that it
+// reads every piece on its own. It compares the worker thread's CPU time
+// for the two bodies. Parsing each read from the body's first chunk made
+// the cost quadratic (a ratio near 64); decoding only what arrived keeps
+// it linear (near 8).
+func TestTrickledChunkedLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trickles 1.1 MiB in 1 KiB pieces")
+	}
+	_, addr := start(t, func(c *server.Config) { c.MaxBodyBytes = 4 << 20 })
+	probe, probeR := dial(t, addr)
+	probe.SetDeadline(time.Now().Add(60 * time.Second))
+	cputime := func() time.Duration {
+		t.Helper()
+		probe.Write([]byte("GET /cputime HTTP/1.1\r\nHost: x\r\n\r\n"))
+		_, bodies, _ := readResponses(t, probeR, 1)
+		n, err := strconv.ParseInt(bodies[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(n)
+	}
+	const chunkData = 64
+	piece := bytes.Repeat(append([]byte(fmt.Sprintf("%x\r\n", chunkData)), append(bytes.Repeat([]byte("c"), chunkData), "\r\n"...)...), 1024/chunkData)
+	trickle := func(size int) time.Duration {
+		c, r := dial(t, addr)
+		c.SetDeadline(time.Now().Add(60 * time.Second))
+		before := cputime()
+		c.Write([]byte("POST /any HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"))
+		for range size / 1024 {
+			if _, err := c.Write(piece); err != nil {
+				t.Fatal(err)
+			}
+			cputime() // the worker has read the piece
+		}
+		c.Write([]byte("0\r\n\r\n"))
+		if codes, bodies, _ := readResponses(t, r, 1); codes[0] != 200 || bodies[0] != "POST" {
+			t.Fatalf("chunked POST of %d bytes: %d %q", size, codes[0], bodies[0])
+		}
+		return cputime() - before
+	}
+	const small, large = 128 << 10, 1 << 20
+	trickle(small) // warm up: buffers, page faults
+	a, b := trickle(small), trickle(large)
+	ratio := float64(b) / float64(a)
+	t.Logf("worker CPU: %v for %d KiB, %v for %d KiB: ratio %.1f for 8x the bytes", a, small>>10, b, large>>10, ratio)
+	if ratio > 16 {
+		t.Errorf("8x the body cost %.1fx the CPU: not linear", ratio)
+	}
+}

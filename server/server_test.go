@@ -68,6 +68,12 @@ func start(t *testing.T, mod func(*server.Config)) (*server.Server, string) {
 		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "%d %d", c.WorkerCPU(), in))
 	})
 	s.Handle("GET", "/panic", func(c *server.Ctx) { panic("boom") })
+	// /cputime answers the CPU time the worker's thread has used, in ns.
+	s.Handle("GET", "/cputime", func(c *server.Ctx) {
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+		c.SetResponseBody(strconv.AppendInt(c.ResponseBody(), ts.Nano(), 10))
+	})
 	// /sleep?d blocks the worker for d: input piles up meanwhile.
 	s.Handle("GET", "/sleep", func(c *server.Ctx) {
 		d, _ := time.ParseDuration(string(c.Query()))
