@@ -68,6 +68,21 @@ func start(t *testing.T, mod func(*server.Config)) (*server.Server, string) {
 		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "%d %d", c.WorkerCPU(), in))
 	})
 	s.Handle("GET", "/panic", func(c *server.Ctx) { panic("boom") })
+	// /cached answers a []byte the handler keeps between requests.
+	cached := make([]byte, len("cached-value"), 64)
+	copy(cached, "cached-value")
+	s.Handle("GET", "/cached", func(c *server.Ctx) { c.SetResponseBody(cached) })
+	// /inject tries to smuggle headers in and reports what was accepted.
+	s.Handle("GET", "/inject", func(c *server.Ctx) {
+		ok := []bool{
+			c.AddHeader("X-Evil", "a\r\nSet-Cookie: evil=1"),
+			c.AddHeader("X-Evil\r\nSet-Cookie", "evil=1"),
+			c.AddHeader("Content-Length", "5"),
+			c.SetContentType("text/html\r\nX-Evil: 1"),
+			c.AddHeader("X-Fine", "yes\tit is"),
+		}
+		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "%v", ok))
+	})
 	// /cputime answers the CPU time the worker's thread has used, in ns.
 	s.Handle("GET", "/cputime", func(c *server.Ctx) {
 		var ts unix.Timespec

@@ -834,7 +834,13 @@ func (w *worker) startDrain() {
 	w.draining = true
 	for _, c := range w.conns {
 		if c != nil && c.state == stateOpen && len(c.in) == 0 {
-			w.closeConn(c)
+			// Accepted but not read yet (its event may be in the next
+			// batch): a request waiting in the socket is served; closing
+			// over it would reset the connection.
+			w.read(c)
+			if c.fd >= 0 && c.state == stateOpen && len(c.in) == 0 {
+				w.closeConn(c)
+			}
 		}
 	}
 	w.resumeAccept()

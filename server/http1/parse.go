@@ -730,3 +730,30 @@ func equalFoldAny(b []byte, s string) bool {
 func hasPrefixFold(b []byte, s string) bool {
 	return len(b) >= len(s) && equalFold(b[:len(s)], s)
 }
+
+// ValidFieldName reports whether s can be a header field name: a
+// non-empty token (RFC 9110 5.1).
+func ValidFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidFieldValue reports whether s can be a header field value: no
+// control characters but horizontal tab (RFC 9110 5.5). A CR or LF in a
+// value written into a response would end the header early: response
+// splitting.
+func ValidFieldValue(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
