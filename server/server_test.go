@@ -622,7 +622,8 @@ func TestStartErrors(t *testing.T) {
 
 // TestNonReadingClient pipelines requests without ever reading the
 // responses. Once its socket buffers fill, the worker must stop reading
-// from it (back-pressure, bounded memory) and keep serving others.
+// from it (back-pressure, bounded memory: measured with MemoryInUse) and
+// keep serving others.
 func TestNonReadingClient(t *testing.T) {
 	s, addr := start(t, nil)
 	hog, _ := dial(t, addr)
@@ -650,6 +651,15 @@ func TestNonReadingClient(t *testing.T) {
 	// one batch of the hog's that was in flight) were answered.
 	if n := s.Requests() - before; n > 10+2000 {
 		t.Errorf("%d requests served while the hog was not reading", n)
+	}
+	// And what it makes the worker hold is one input buffer plus one
+	// turn's output per connection (Config.MemoryBudget), not a growing
+	// pile of responses.
+	cfg := server.DefaultConfig()
+	if m, bound := s.MemoryInUse(), memoryBound(cfg, 2, 512)-cfg.MemoryBudget; m > bound {
+		t.Errorf("the worker holds %d KiB for a hog that does not read, want at most %d KiB", m>>10, bound>>10)
+	} else {
+		t.Logf("the worker holds %d KiB (bound %d KiB)", m>>10, bound>>10)
 	}
 	hog.Close()
 }
