@@ -10,14 +10,21 @@
 # tests/peers/fixedload) and heap allocations per request (the Go benchmark
 # of the request path, and the server's own runtime.MemStats over a run).
 #
-# Targets (reported, never asserted): >= 1.25x fasthttp in both columns,
-# >= 1.0x the minimal epoll responder pipelined, 0 allocations and <= 2.1
-# system calls per request.
+# The floor is cfloor (tests/peers/cfloor/floor.c, built here with gcc): a
+# minimal epoll responder in C that only counts requests and sends canned
+# responses, i.e. the cost of the system calls and the TCP stack. Every
+# server's CPU per request is also reported as a ratio to it.
+#
+# Targets (reported, never asserted): server CPU per request at most 1.10x
+# cfloor plain and 1.5x pipelined, >= nginx plain, >= 1.25x fasthttp in
+# both columns, 0 allocations and <= 2.1 system calls per request.
 #
 # Usage: tests/bench/run.sh      (make bench)
 # Env:   ROUNDS=3 DURATION=5s CONNS=256 DEPTH=16 SERVER_CPU=0 CLIENT_CPU=1
-#        PEERS="hotpath fasthttp nethttp nginx epoll"
+#        PEERS="hotpath cfloor fasthttp nethttp nginx epoll"
 #        KEEP=1 keeps the work directory (wrk output, strace summaries, logs)
+#        BASELINE=<git revision> also builds that revision's hotpath-json and
+#        runs it as the peer "baseline": before/after in the same run
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -26,7 +33,7 @@ CONNS=${CONNS:-256}
 DEPTH=${DEPTH:-16}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
-PEERS=${PEERS:-"hotpath fasthttp nethttp nginx epoll"}
+PEERS=${PEERS:-"hotpath cfloor fasthttp nethttp nginx epoll"}
 BASE_PORT=${BASE_PORT:-18480}
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,6 +60,7 @@ need wrk
 need taskset util-linux
 need strace
 need go golang
+need gcc build-essential
 
 if ! command -v nginx >/dev/null 2>&1; then
 	log "nginx not installed: skipping it (apt-get install nginx-light)"
@@ -65,10 +73,17 @@ log "building into $WORK"
 	go build -o "$WORK/nethttp" ./nethttp &&
 	go build -o "$WORK/epoll" ./epoll &&
 	go build -o "$WORK/fixedload" ./fixedload)
+gcc -O2 -Wall -o "$WORK/cfloor" "$ROOT/tests/peers/cfloor/floor.c"
+if [[ -n ${BASELINE:-} ]]; then
+	git -C "$ROOT" worktree add -q --detach "$WORK/baseline-src" "$BASELINE"
+	(cd "$WORK/baseline-src" && go build -o "$WORK/baseline" ./server/cmd/hotpath-json)
+	git -C "$ROOT" worktree remove --force "$WORK/baseline-src"
+	[[ " $PEERS " == *" baseline "* ]] || PEERS="$PEERS baseline"
+fi
 
 port_of() {
 	local i=0 p
-	for p in hotpath fasthttp nethttp nginx epoll; do
+	for p in hotpath fasthttp nethttp nginx epoll cfloor baseline; do
 		[[ $p == "$1" ]] && { echo $((BASE_PORT + i)); return; }
 		i=$((i + 1))
 	done
@@ -81,11 +96,11 @@ start_server() {
 	port=$(port_of "$name")
 	shift
 	case $name in
-	hotpath)
-		taskset -c "$SERVER_CPU" "$WORK/hotpath" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" "$@" \
+	hotpath | baseline)
+		taskset -c "$SERVER_CPU" "$WORK/$name" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" "$@" \
 			2>"$WORK/$name.log" &
 		;;
-	fasthttp | nethttp | epoll)
+	fasthttp | nethttp | epoll | cfloor)
 		taskset -c "$SERVER_CPU" "$WORK/$name" -addr "127.0.0.1:$port" 2>"$WORK/$name.log" &
 		;;
 	nginx)
@@ -249,10 +264,21 @@ for name in "${peers[@]}"; do
 		BEGIN { printf "  vs %-9s req/s plain %5.2fx pipelined %5.2fx   cpu/request plain %5.2fx pipelined %5.2fx\n",
 			n, r(hp, pp), r(hq, pq), r(pc, hc), r(pd, hd) }'
 done
+if [[ " ${peers[*]} " == *" cfloor "* ]]; then
+	echo
+	echo "server CPU per request against the C floor (cfloor = 1.00: the system calls and the TCP stack alone):"
+	for name in "${peers[@]}"; do
+		awk -v n="$name" -v fp="${MED[cfloor.plain.cpu]}" -v fq="${MED[cfloor.pipelined.cpu]}" \
+			-v p="${MED[$name.plain.cpu]}" -v q="${MED[$name.pipelined.cpu]}" \
+			'function r(a, b) { return b > 0 ? a / b : 0 }
+			BEGIN { printf "  %-9s plain %5.2fx   pipelined %5.2fx\n", n, r(p, fp), r(q, fq) }'
+	done
+fi
 echo
 echo "allocations per request: Go benchmark BenchmarkRequestPath ${bench_allocs:-?} allocs/op;"
 echo "  server MemStats over a $DURATION wrk run: ${run_allocs:-?} (${run_line#*stats }; includes per-connection setup)"
 echo
 echo "cpu us/r is the server's user+system CPU time per request during the run: when the one wrk"
 echo "thread saturates its CPU (the plain column, usually), req/s measures wrk and cpu us/r the server."
-echo "targets: >= 1.25x fasthttp both columns, >= 1.0x epoll pipelined, 0 allocs/request, <= 2.1 syscalls/request"
+echo "targets: cpu/request <= 1.10x cfloor plain and <= 1.5x pipelined, <= nginx plain, >= 1.25x fasthttp both columns,"
+echo "  0 allocs/request, <= 2.1 syscalls/request"
