@@ -52,7 +52,7 @@ type Config struct {
 	//
 	// where R is the largest response a handler writes. With the defaults
 	// (16,384 connections, 16 KiB, 64 MiB, 32 KiB; /json's R is 170 bytes)
-	// that is 328 MiB per worker at the connection cap, and 74 MiB with
+	// that is 327 MiB per worker at the connection cap, and 72 MiB with
 	// 200 connections whatever they send. Free memory goes back to the
 	// system (see MemoryInUse): the process's RSS stays under its idle
 	// size plus (1 + GOGC/100) times the sum over the workers, the factor

@@ -512,6 +512,10 @@ func TestLocality(t *testing.T) {
 	if got := s.CPUs(); len(got) != 2 || got[0] != cpus[0] || got[1] != cpus[1] {
 		t.Fatalf("workers on %v, want %v", got, cpus)
 	}
+	// One P beyond the workers' own (see reserveIdleP).
+	if p := runtime.GOMAXPROCS(0); p < 3 {
+		t.Errorf("GOMAXPROCS %d with two workers, want at least 3", p)
+	}
 	for round := range 3 {
 		for _, cpu := range cpus {
 			worker, incoming := askFromCPU(t, addr, cpu)

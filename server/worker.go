@@ -33,9 +33,6 @@ const (
 	initialOutSize  = 64 << 10
 	initialBodySize = 4 << 10
 	maxKeptBodySize = 64 << 10
-	// pendingKeep is the largest pending-output buffer a connection keeps
-	// once it has drained; a larger one goes back to the garbage collector.
-	pendingKeep = 16 << 10
 	// maxFreeIn bounds the default-size input buffers kept for new
 	// connections (4 MiB at the default 16 KiB).
 	maxFreeIn = 256
@@ -67,7 +64,7 @@ type conn struct {
 	sent100    bool // 100 Continue sent for the request being read
 	queued     bool // in w.ready: requests left over from a turn cut short
 
-	lastActive int64 // unix nanos of the last read or write
+	lastActive int64 // w.now (monotonic) of the last read or write
 	reqStart   int64 // when the request being read began; 0 when none
 	lingerEnd  int64
 }
@@ -277,19 +274,38 @@ func (w *worker) loop() error {
 	}
 }
 
-// wait is epoll_wait. Under load there are always events: a first call
-// with timeout 0 through RawSyscall6 returns them without the runtime's
-// entersyscall/exitsyscall (which let sysmon hand this thread's P to
-// another thread while we are in the kernel, and then make us wait to get
-// it back). Only when that finds nothing does the worker block, through
-// Syscall6, so that the runtime knows the thread is parked in the kernel.
+// wait is epoll_wait, without the Go scheduler wherever that is safe.
+//
+// A worker is a goroutine locked to its thread that, under load, never
+// leaves it. The runtime's entersyscall/exitsyscall around a blocking
+// system call let sysmon take the worker's P while it sleeps in the
+// kernel: it then wakes another thread with a futex to run nothing, the
+// worker has to get a P back on return, and sysmon, having "done work",
+// keeps polling every 20 µs instead of backing off to 10 ms. On a loaded
+// worker that was ~1,400 sysmon wake-ups and as many involuntary context
+// switches per second on the worker's CPU. So:
+//   - a first call with timeout 0 through RawSyscall6 returns pending
+//     events with no runtime involvement at all (the common case under
+//     load);
+//   - a worker with connections blocks through RawSyscall6 too: to the
+//     runtime it is simply running. Every 10 ms sysmon asks it to yield
+//     with a signal, which ends the wait with EINTR; the loop then passes
+//     a preemption point. That is the only runtime cost left: ~100
+//     preemptions a second, which stopping the world for a collection
+//     relies on anyway;
+//   - a worker without connections blocks through Syscall6, so that an
+//     idle server lets the runtime park its P and costs nothing.
 func (w *worker) wait(timeout int) (int, unix.Errno) {
 	ev := uintptr(unsafe.Pointer(&w.events[0]))
 	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), 0, 0, 0)
 	if e != 0 || n > 0 || timeout == 0 {
 		return int(n), e
 	}
-	n, _, e = unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
+	if w.nconns > 0 {
+		n, _, e = unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
+	} else {
+		n, _, e = unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
+	}
 	return int(n), e
 }
 
@@ -548,10 +564,10 @@ func (w *worker) shrinkIn(c *conn) {
 
 // setPending keeps out in c.pending, accounted against the budget.
 func (w *worker) setPending(c *conn, out []byte) {
-	old := cap(c.pending)
+	if cap(c.pending) < len(out) {
+		w.setPendingCap(c, make([]byte, 0, len(out)))
+	}
 	c.pending = append(c.pending[:0], out...)
-	w.held += int64(cap(c.pending) - old)
-	w.extra += int64(cap(c.pending) - old)
 }
 
 // setPendingCap replaces c.pending by b (nil to drop it).
@@ -748,9 +764,9 @@ func (w *worker) flush(c *conn) {
 	if len(c.pending) > 0 {
 		return
 	}
-	if cap(c.pending) > pendingKeep {
-		w.setPendingCap(c, nil)
-	}
+	// Drained: a connection holds no output buffer between partial
+	// sends, so that idle connections cost only their input buffer.
+	w.setPendingCap(c, nil)
 	if c.closeAfter {
 		w.linger(c)
 		return
