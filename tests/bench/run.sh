@@ -133,6 +133,10 @@ stop_server() {
 
 # cpu_ticks PID: user+system clock ticks the process has used so far.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# ctx_switches PID: context switches of all the process's threads so far;
+# on the one server CPU every one of them is an interruption of the server
+# (the Go runtime's sysmon and scheduler hand-offs show up here).
+ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 TCK=$(getconf CLK_TCK)
 
 # wrk_run NAME MODE -> prints "req/s p99_ms requests"
@@ -160,7 +164,7 @@ wrk_run() {
 
 median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-declare -A RPS P99 CPU
+declare -A RPS P99 CPU CTX
 read -r -a peers <<<"$PEERS"
 n=${#peers[@]}
 load=$(cut -d' ' -f1 /proc/loadavg)
@@ -175,8 +179,11 @@ for ((round = 0; round < ROUNDS; round++)); do
 		taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$(port_of "$name")/json" >/dev/null # warm-up
 		for mode in plain pipelined; do
 			t0=$(cpu_ticks "$SERVER_PID")
+			c0=$(ctx_switches "$SERVER_PID")
 			read -r rps p99 total < <(wrk_run "$name" "$mode")
 			t1=$(cpu_ticks "$SERVER_PID")
+			c1=$(ctx_switches "$SERVER_PID")
+			CTX[$name.$mode]+=" $(awk -v d=$((c1 - c0)) -v n="$total" 'BEGIN { if (n > 0) printf "%.2f", d * 1000 / n; else print 0 }')"
 			# Server CPU time per request: what the server spends, even when
 			# the single wrk thread is what limits req/s.
 			cpu=$(awk -v d=$((t1 - t0)) -v n="$total" -v hz="$TCK" 'BEGIN { if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print 0 }')
@@ -263,6 +270,11 @@ for name in "${peers[@]}"; do
 		'function r(a, b) { return b > 0 ? a / b : 0 }
 		BEGIN { printf "  vs %-9s req/s plain %5.2fx pipelined %5.2fx   cpu/request plain %5.2fx pipelined %5.2fx\n",
 			n, r(hp, pp), r(hq, pq), r(pc, hc), r(pd, hd) }'
+done
+echo
+echo "context switches of the server's threads per 1000 requests (plain, pipelined):"
+for name in "${peers[@]}"; do
+	printf '  %-9s %8.2f %8.2f\n' "$name" "$(echo "${CTX[$name.plain]:-}" | median)" "$(echo "${CTX[$name.pipelined]:-}" | median)"
 done
 if [[ " ${peers[*]} " == *" cfloor "* ]]; then
 	echo
