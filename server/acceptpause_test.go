@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestAcceptPauseResumes(t *testing.T) {
 	cpus = cpus[:2]
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAcceptPauseChild$", "-test.v")
 	cmd.Env = append(os.Environ(), acceptPauseChildEnv+"="+strconv.Itoa(cpus[0])+","+strconv.Itoa(cpus[1]))
-	var log bytes.Buffer
+	var log lockedBuffer // written by exec's copying goroutine
 	cmd.Stderr = &log
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -204,4 +205,22 @@ func readCPU(t *testing.T, c net.Conn, within time.Duration) int {
 		t.Fatalf("response %q", bodies[0])
 	}
 	return n
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -541,8 +541,10 @@ func askFromCPU(t *testing.T, addr string, cpu int) (worker, incoming int) {
 			ch <- result{err: err}
 			return
 		}
-		// Raw syscalls keep the connect and send on this pinned thread;
-		// net.Conn would hand them to the netpoller.
+		// Raw syscalls keep the connect, the send and the receive on this
+		// pinned thread (unlike dialFromCPU, which pins only the connect):
+		// SO_INCOMING_CPU names the CPU that last handled the connection's
+		// packets, and net.Conn would hand them to the netpoller.
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			ch <- result{err: err}
