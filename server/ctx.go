@@ -165,7 +165,12 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	c.closeConn = !c.req.KeepAlive || w.draining
 	w.body = w.body[:0]
 
-	r := w.srv.routes[string(c.req.Path)]
+	r := w.route
+	if r == nil || string(c.req.Path) != r.path {
+		if r = w.srv.routes[string(c.req.Path)]; r != nil {
+			w.route = r
+		}
+	}
 	var h Handler
 	if r != nil {
 		h = r.lookup(c.req.Method)
@@ -225,9 +230,13 @@ func panicString(p any) string {
 }
 
 func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
-	out = appendStatusLine(out, c.status)
-	out = append(out, w.srv.serverHeader...)
-	out = append(out, w.date...)
+	if c.status == 200 {
+		out = append(out, w.head200...)
+	} else {
+		out = appendStatusLine(out, c.status)
+		out = append(out, w.srv.serverHeader...)
+		out = append(out, w.date...)
+	}
 	if c.contentType != "" {
 		out = append(out, "Content-Type: "...)
 		out = append(out, c.contentType...)

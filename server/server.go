@@ -39,6 +39,7 @@ import (
 type Handler func(*Ctx)
 
 type route struct {
+	path     string
 	methods  []string
 	handlers []Handler
 	any      Handler // registered for every method
@@ -111,7 +112,7 @@ func (s *Server) Handle(method, path string, h Handler) {
 	}
 	r := s.routes[path]
 	if r == nil {
-		r = &route{}
+		r = &route{path: path}
 		s.routes[path] = r
 	}
 	if method == "" {

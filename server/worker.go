@@ -106,6 +106,8 @@ type worker struct {
 	now      int64
 	dateSec  int64
 	date     []byte // "Date: ...\r\n", re-rendered when the second changes
+	head200  []byte // status line, Server and Date of a 200, with date
+	route    *route // the route of the last request: pipelines repeat one path
 	lastScan int64
 	draining bool
 
@@ -216,6 +218,10 @@ func (w *worker) tick() {
 		w.date = append(w.date[:0], "Date: "...)
 		w.date = wall.UTC().AppendFormat(w.date, "Mon, 02 Jan 2006 15:04:05 GMT")
 		w.date = append(w.date, "\r\n"...)
+		// The head of every 200 response changes only with the date.
+		w.head200 = append(w.head200[:0], statusLines[200]...)
+		w.head200 = append(w.head200, w.srv.serverHeader...)
+		w.head200 = append(w.head200, w.date...)
 	}
 }
 
