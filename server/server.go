@@ -10,7 +10,11 @@
 // between workers, and no allocation per request: requests are parsed in
 // place (package http1), responses are appended into the worker's output
 // buffer (JSON through package jsonenc), and every response produced from
-// one recv goes out in one send.
+// one recv goes out in one send (one turn of the connection: see
+// Config.MaxRequestsPerTurn).
+//
+// What clients can make a worker hold is bounded by Config.MemoryBudget,
+// whose documentation states the bound; MemoryInUse reports it.
 //
 // Handlers run on the worker's thread and must not block: a blocked handler
 // stalls every connection of its CPU. That is the trade this design makes
