@@ -27,6 +27,9 @@ const (
 	// like. The timer is what resumes them on a worker with no connection
 	// of its own to close.
 	acceptRetry = 250 * time.Millisecond
+	// busyWindow: a worker that had events this recently waits for the
+	// next ones without the Go scheduler (see wait).
+	busyWindow = 50 * time.Millisecond
 
 	// The worker's output buffer and handler body buffer start at these
 	// sizes and are cut back to them when a large response grew them.
@@ -109,6 +112,7 @@ type worker struct {
 	head200  []byte // status line, Server and Date of a 200, with date
 	route    *route // the route of the last request: pipelines repeat one path
 	lastScan int64
+	busyAt   int64 // w.now when epoll_wait last returned events
 	draining bool
 
 	acceptPaused  bool  // listener out of the epoll set after EMFILE and the like
@@ -243,6 +247,9 @@ func (w *worker) loop() error {
 			return fmt.Errorf("server: worker %d: epoll_wait: %w", w.cpu, err)
 		}
 		w.tick()
+		if n > 0 {
+			w.busyAt = w.now
+		}
 		for i := 0; i < n; i++ {
 			ev := &w.events[i]
 			switch ev.Fd {
@@ -293,21 +300,22 @@ func (w *worker) loop() error {
 //   - a first call with timeout 0 through RawSyscall6 returns pending
 //     events with no runtime involvement at all (the common case under
 //     load);
-//   - a worker with connections blocks through RawSyscall6 too: to the
-//     runtime it is simply running. Every 10 ms sysmon asks it to yield
-//     with a signal, which ends the wait with EINTR; the loop then passes
-//     a preemption point. That is the only runtime cost left: ~100
-//     preemptions a second, which stopping the world for a collection
-//     relies on anyway;
-//   - a worker without connections blocks through Syscall6, so that an
-//     idle server lets the runtime park its P and costs nothing.
+//   - a busy worker (events within the last busyWindow) blocks through
+//     RawSyscall6 too: to the runtime it is simply running. Every 10 ms
+//     sysmon asks it to yield with a signal, which ends the wait with
+//     EINTR; the loop then passes a preemption point. That is the only
+//     runtime cost left: ~100 preemptions a second, which stopping the
+//     world for a collection relies on anyway;
+//   - an idle worker blocks through Syscall6, so that the runtime parks
+//     its P and a server with nothing to do is not woken 100 times a
+//     second.
 func (w *worker) wait(timeout int) (int, unix.Errno) {
 	ev := uintptr(unsafe.Pointer(&w.events[0]))
 	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), 0, 0, 0)
 	if e != 0 || n > 0 || timeout == 0 {
 		return int(n), e
 	}
-	if w.nconns > 0 {
+	if w.now-w.busyAt < int64(busyWindow) {
 		n, _, e = unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
 	} else {
 		n, _, e = unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
