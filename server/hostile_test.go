@@ -79,6 +79,8 @@ func TestHostileMemory(t *testing.T) {
 	debug.FreeOSMemory()
 	time.Sleep(100 * time.Millisecond)
 	idleRSS, idleMem := rss(t), s.MemoryInUse()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	t.Logf("idle: RSS %d KiB, worker buffers %d KiB; bound %d KiB", idleRSS>>10, idleMem>>10, bound>>10)
 
 	var (
@@ -155,7 +157,9 @@ func TestHostileMemory(t *testing.T) {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	t.Logf("heap in use %d KiB, stacks %d KiB, released %d KiB, idle %d KiB", ms.HeapInuse>>10, ms.StackInuse>>10, ms.HeapReleased>>10, ms.HeapIdle>>10)
+	t.Logf("runtime before/after: heap in use %d/%d KiB, stacks %d/%d KiB, span+GC+other metadata %d/%d KiB",
+		ms0.HeapInuse>>10, ms.HeapInuse>>10, ms0.StackInuse>>10, ms.StackInuse>>10,
+		(ms0.MSpanSys+ms0.GCSys+ms0.OtherSys+ms0.MCacheSys+ms0.BuckHashSys)>>10, (ms.MSpanSys+ms.GCSys+ms.OtherSys+ms.MCacheSys+ms.BuckHashSys)>>10)
 	t.Logf("after close: RSS %d KiB (idle %d), worker buffers %d KiB (idle %d)", nowRSS>>10, idleRSS>>10, nowMem>>10, idleMem>>10)
 	if nowRSS > idleRSS+slack || nowMem > idleMem {
 		t.Errorf("10 s after the connections closed: RSS %d KiB, worker buffers %d KiB; idle was %d and %d KiB",

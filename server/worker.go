@@ -550,6 +550,11 @@ func (w *worker) putIn(b []byte) {
 	}
 	w.held -= int64(cap(b))
 	w.extra -= w.budgetPart(cap(b))
+	if cap(b) > w.srv.cfg.ReadBufferSize {
+		// The last parsed request's slices may point into it and would
+		// keep a body-sized array alive after the connection is gone.
+		w.ctx.req = http1.Request{}
+	}
 }
 
 // growIn moves c.in[from:] into a new buffer of capacity size, if the
