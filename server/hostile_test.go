@@ -233,7 +233,7 @@ func TestFairService(t *testing.T) {
 // it linear (near 8).
 func TestTrickledChunkedLinear(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trickles 1.1 MiB in 1 KiB pieces")
+		t.Skip("trickles 3.4 MiB in 1 KiB pieces")
 	}
 	_, addr := start(t, func(c *server.Config) { c.MaxBodyBytes = 4 << 20 })
 	probe, probeR := dial(t, addr)
@@ -267,9 +267,19 @@ func TestTrickledChunkedLinear(t *testing.T) {
 		}
 		return cputime() - before
 	}
+	// The best of three, each after a collection: the worker's thread is
+	// charged for page faults and GC assists too, which a loaded machine
+	// or a collection of earlier tests' garbage can inflate at random.
+	best := func(size int) time.Duration {
+		d := time.Duration(1 << 62)
+		for range 3 {
+			runtime.GC()
+			d = min(d, trickle(size))
+		}
+		return d
+	}
 	const small, large = 128 << 10, 1 << 20
-	trickle(small) // warm up: buffers, page faults
-	a, b := trickle(small), trickle(large)
+	a, b := best(small), best(large)
 	ratio := float64(b) / float64(a)
 	t.Logf("worker CPU: %v for %d KiB, %v for %d KiB: ratio %.1f for 8x the bytes", a, small>>10, b, large>>10, ratio)
 	if ratio > 16 {

@@ -237,7 +237,7 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 		}
 		value := trimOWS(line[colon+1:])
 		for _, c := range value {
-			if (c < ' ' && c != '\t') || c == 0x7f {
+			if !fieldByte[c] {
 				return 0, ErrHeaderValue
 			}
 		}
@@ -581,7 +581,7 @@ func chunkSize(line []byte) (int64, error) {
 			return 0, ErrChunkSize
 		}
 		for _, c := range ext {
-			if (c < ' ' && c != '\t') || c == 0x7f {
+			if !fieldByte[c] {
 				return 0, ErrChunkSize
 			}
 		}
@@ -604,7 +604,7 @@ func trailerField(line []byte) error {
 		}
 	}
 	for _, c := range line[colon+1:] {
-		if (c < ' ' && c != '\t') || c == 0x7f {
+		if !fieldByte[c] {
 			return ErrTrailer
 		}
 	}
@@ -694,6 +694,17 @@ var tchar = func() (t [256]bool) {
 
 func isTchar(c byte) bool { return tchar[c] }
 
+// fieldByte[c] is true for the bytes a field value (or a chunk extension)
+// may hold: anything but control characters other than HTAB (RFC 9110
+// 5.5; obs-text is allowed). One lookup per byte: this check runs over
+// every header value of every request.
+var fieldByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = (c >= ' ' || c == '\t') && c != 0x7f
+	}
+	return t
+}()
+
 func lower(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
@@ -751,7 +762,7 @@ func ValidFieldName(s string) bool {
 // splitting.
 func ValidFieldValue(s string) bool {
 	for i := range len(s) {
-		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+		if !fieldByte[s[i]] {
 			return false
 		}
 	}
