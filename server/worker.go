@@ -295,31 +295,25 @@ func (w *worker) loop() error {
 // kernel: it then wakes another thread with a futex to run nothing, the
 // worker has to get a P back on return, and sysmon, having "done work",
 // keeps polling every 20 µs instead of backing off to 10 ms. On a loaded
-// worker that was ~1,400 sysmon wake-ups and as many involuntary context
+// worker that was ~1,700 sysmon wake-ups and ~1,400 involuntary context
 // switches per second on the worker's CPU. So:
-//   - a first call with timeout 0 through RawSyscall6 returns pending
-//     events with no runtime involvement at all (the common case under
-//     load);
-//   - a busy worker (events within the last busyWindow) blocks through
-//     RawSyscall6 too: to the runtime it is simply running. Every 10 ms
-//     sysmon asks it to yield with a signal, which ends the wait with
-//     EINTR; the loop then passes a preemption point. That is the only
-//     runtime cost left: ~100 preemptions a second, which stopping the
-//     world for a collection relies on anyway;
+//   - a busy worker (events within the last busyWindow), and any poll
+//     with timeout 0, calls epoll_wait through RawSyscall6: to the
+//     runtime the worker is simply running. Every 10 ms sysmon asks it to
+//     yield with a signal, which ends a wait with EINTR; the loop then
+//     passes a preemption point. That is the only runtime cost left:
+//     ~100 preemptions a second, which stopping the world for a
+//     collection relies on anyway;
 //   - an idle worker blocks through Syscall6, so that the runtime parks
 //     its P and a server with nothing to do is not woken 100 times a
 //     second.
 func (w *worker) wait(timeout int) (int, unix.Errno) {
 	ev := uintptr(unsafe.Pointer(&w.events[0]))
-	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), 0, 0, 0)
-	if e != 0 || n > 0 || timeout == 0 {
+	if timeout == 0 || w.now-w.busyAt < int64(busyWindow) {
+		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
 		return int(n), e
 	}
-	if w.now-w.busyAt < int64(busyWindow) {
-		n, _, e = unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
-	} else {
-		n, _, e = unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
-	}
+	n, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
 	return int(n), e
 }
 
