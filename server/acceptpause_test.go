@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,37 +147,11 @@ func TestAcceptPauseChild(t *testing.T) {
 // the connection is received on that CPU and steered to its worker.
 func dialFromCPU(t *testing.T, addr string, cpu int) net.Conn {
 	t.Helper()
-	type result struct {
-		fd  int
-		err error
+	var fd int
+	if err := onCPU(addr, cpu, func(s int) error { fd = s; return nil }); err != nil {
+		t.Fatal(err)
 	}
-	ch := make(chan result)
-	go func() {
-		runtime.LockOSThread() // the thread dies with the goroutine, affinity and all
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		ap := mustAddrPort(addr)
-		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
-			unix.Close(fd)
-			ch <- result{err: err}
-			return
-		}
-		ch <- result{fd: fd}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	f := os.NewFile(uintptr(r.fd), "conn")
+	f := os.NewFile(uintptr(fd), "conn")
 	defer f.Close()
 	c, err := net.FileConn(f)
 	if err != nil {

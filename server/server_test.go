@@ -528,64 +528,66 @@ func TestLocality(t *testing.T) {
 
 func askFromCPU(t *testing.T, addr string, cpu int) (worker, incoming int) {
 	t.Helper()
-	type result struct {
-		worker, incoming int
-		err              error
+	var resp []byte
+	// The send and the receive stay on the pinned thread too, through raw
+	// system calls (net.Conn would hand them to the netpoller's threads):
+	// SO_INCOMING_CPU names the CPU that last handled the connection's
+	// packets.
+	err := onCPU(addr, cpu, func(fd int) error {
+		defer unix.Close(fd)
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
+		if _, err := unix.Write(fd, []byte("GET /cpu HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); err != nil {
+			return err
+		}
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Read(fd, buf)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+			resp = append(resp, buf[:n]...)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ch := make(chan result)
+	_, body, ok := bytes.Cut(resp, []byte("\r\n\r\n"))
+	if _, err := fmt.Sscanf(string(body), "%d %d", &worker, &incoming); err != nil || !ok {
+		t.Fatalf("response %q: %v", resp, err)
+	}
+	return worker, incoming
+}
+
+// onCPU connects to addr from a thread pinned to cpu (on loopback the
+// connection is then received on that CPU and steered to its worker) and
+// runs use with the socket on that thread. use owns the socket.
+func onCPU(addr string, cpu int, use func(fd int) error) error {
+	ch := make(chan error)
 	go func() {
 		runtime.LockOSThread() // the thread dies with the goroutine, affinity and all
 		var set unix.CPUSet
 		set.Set(cpu)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
-		// Raw syscalls keep the connect, the send and the receive on this
-		// pinned thread (unlike dialFromCPU, which pins only the connect):
-		// SO_INCOMING_CPU names the CPU that last handled the connection's
-		// packets, and net.Conn would hand them to the netpoller.
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
-		defer unix.Close(fd)
-		ap := net.TCPAddrFromAddrPort(mustAddrPort(addr))
-		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: ap.Port, Addr: [4]byte(ap.IP.To4())}); err != nil {
-			ch <- result{err: err}
+		ap := mustAddrPort(addr)
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+			unix.Close(fd)
+			ch <- err
 			return
 		}
-		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
-		if _, err := unix.Write(fd, []byte("GET /cpu HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		var resp []byte
-		buf := make([]byte, 4096)
-		for {
-			n, err := unix.Read(fd, buf)
-			if err != nil {
-				ch <- result{err: err}
-				return
-			}
-			if n == 0 {
-				break
-			}
-			resp = append(resp, buf[:n]...)
-		}
-		_, body, ok := bytes.Cut(resp, []byte("\r\n\r\n"))
-		var r result
-		if _, err := fmt.Sscanf(string(body), "%d %d", &r.worker, &r.incoming); err != nil || !ok {
-			r.err = fmt.Errorf("response %q: %v", resp, err)
-		}
-		ch <- r
+		ch <- use(fd)
 	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.worker, r.incoming
+	return <-ch
 }
 
 func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
