@@ -78,9 +78,10 @@ plugin-release:
 	rm -rf packer/dist
 	cd packer && $(GO) run ./tools/release -version $(PLUGIN_VERSION) -targets $(PLUGIN_TARGETS) -out dist
 
-# Side by side on loopback: hotpath, fasthttp, net/http, nginx and a minimal
-# epoll responder; server on CPU 0, wrk on CPU 1. Knobs: ROUNDS DURATION
-# CONNS DEPTH SERVER_CPU CLIENT_CPU PEERS KEEP=1 (see tests/bench/run.sh).
+# Side by side on loopback: hotpath, the C floor (built with gcc), fasthttp,
+# net/http, nginx and a minimal Go epoll responder; server on CPU 0, wrk on
+# CPU 1. Knobs: ROUNDS DURATION CONNS DEPTH SERVER_CPU CLIENT_CPU PEERS KEEP=1
+# BASELINE=<git rev> (see tests/bench/run.sh).
 bench: deps-bench
 	tests/bench/run.sh
 

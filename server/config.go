@@ -37,6 +37,36 @@ type Config struct {
 	MaxBodyBytes      int64 // Content-Length limit; more is 413
 	MaxConnsPerWorker int   // connections beyond it get 503 and are closed
 
+	// MemoryBudget bounds, per worker, the buffer memory that clients can
+	// make it hold beyond each connection's input buffer: input buffers
+	// grown for large bodies, and response bytes a client has not read
+	// yet. A body that would take the worker past it gets 503 and a close;
+	// while it is spent, each connection gets one request per turn, so a
+	// client that does not read makes the worker hold one response at
+	// most.
+	//
+	// What a worker holds (Server.MemoryInUse) stays under
+	//
+	//	conns × (ReadBufferSize + R) + MemoryBudget + MaxOutputPerTurn + R
+	//	  + 256 × ReadBufferSize (spare input buffers) + 150 KiB (the worker's own)
+	//
+	// where R is the largest response a handler writes. With the defaults
+	// (16,384 connections, 16 KiB, 64 MiB, 32 KiB; /json's R is 170 bytes)
+	// that is 327 MiB per worker at the connection cap, and 72 MiB with
+	// 200 connections whatever they send. Free memory goes back to the
+	// system (see MemoryInUse): the process's RSS stays under its idle
+	// size plus (1 + GOGC/100) times the sum over the workers, the factor
+	// being the garbage that waits for the next collection.
+	MemoryBudget int64
+	// MaxRequestsPerTurn and MaxOutputPerTurn end a connection's turn:
+	// after that many requests, or once its responses of this turn reach
+	// that many bytes, the worker moves on to other connections and comes
+	// back to this one's remaining requests after them. They keep one
+	// deep pipeline from starving the other connections of its CPU, and
+	// bound what a client that does not read can make us hold.
+	MaxRequestsPerTurn int
+	MaxOutputPerTurn   int
+
 	// IdleTimeout closes a keep-alive connection that sends nothing, and one
 	// whose pending response the peer does not read.
 	IdleTimeout time.Duration
@@ -54,17 +84,20 @@ type Config struct {
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
 	return Config{
-		Port:              8080,
-		Backlog:           4096,
-		NoDelay:           true,
-		ReadBufferSize:    16 << 10,
-		MaxHeaderBytes:    8 << 10,
-		MaxBodyBytes:      1 << 20,
-		MaxConnsPerWorker: 16384,
-		IdleTimeout:       60 * time.Second,
-		HeaderTimeout:     10 * time.Second,
-		GracePeriod:       5 * time.Second,
-		ServerName:        "hotpath",
+		Port:               8080,
+		Backlog:            4096,
+		NoDelay:            true,
+		ReadBufferSize:     16 << 10,
+		MaxHeaderBytes:     8 << 10,
+		MaxBodyBytes:       1 << 20,
+		MaxConnsPerWorker:  16384,
+		MemoryBudget:       64 << 20,
+		MaxRequestsPerTurn: 64,
+		MaxOutputPerTurn:   32 << 10,
+		IdleTimeout:        60 * time.Second,
+		HeaderTimeout:      10 * time.Second,
+		GracePeriod:        5 * time.Second,
+		ServerName:         "hotpath",
 	}
 }
 
@@ -112,6 +145,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "request line + headers limit (431 beyond)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "request body limit (413 beyond)")
 	fs.IntVar(&c.MaxConnsPerWorker, "max-conns", c.MaxConnsPerWorker, "connections per worker (503 beyond)")
+	fs.Int64Var(&c.MemoryBudget, "memory-budget", c.MemoryBudget, "bytes per worker for large bodies and unread responses (503 for bodies beyond)")
+	fs.IntVar(&c.MaxRequestsPerTurn, "max-requests-per-turn", c.MaxRequestsPerTurn, "requests of one connection served before the others get a turn")
+	fs.IntVar(&c.MaxOutputPerTurn, "max-output-per-turn", c.MaxOutputPerTurn, "response bytes of one connection per turn before the others get one")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "close connections idle this long")
 	fs.DurationVar(&c.HeaderTimeout, "header-timeout", c.HeaderTimeout, "time allowed for a request to arrive in full (408 after)")
 	fs.DurationVar(&c.GracePeriod, "grace", c.GracePeriod, "drain time on SIGTERM/SIGINT")
@@ -175,6 +211,15 @@ func (c *Config) normalize() {
 	}
 	if c.MaxConnsPerWorker <= 0 {
 		c.MaxConnsPerWorker = d.MaxConnsPerWorker
+	}
+	if c.MemoryBudget <= 0 {
+		c.MemoryBudget = d.MemoryBudget
+	}
+	if c.MaxRequestsPerTurn <= 0 {
+		c.MaxRequestsPerTurn = d.MaxRequestsPerTurn
+	}
+	if c.MaxOutputPerTurn <= 0 {
+		c.MaxOutputPerTurn = d.MaxOutputPerTurn
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = d.IdleTimeout

@@ -2,6 +2,8 @@ package server
 
 import (
 	"strconv"
+	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -53,17 +55,38 @@ func (c *Ctx) Request() *http1.Request { return &c.req }
 // SetStatus sets the response status (200-599); the default is 200.
 func (c *Ctx) SetStatus(code int) { c.status = code }
 
-// SetContentType sets the Content-Type header.
-func (c *Ctx) SetContentType(ct string) { c.contentType = ct }
-
-// AddHeader adds a response header. Server, Date, Content-Length and
-// Connection are the server's own and must not be added. At most 16 extra
-// headers fit; more are dropped.
-func (c *Ctx) AddHeader(name, value string) {
-	if c.nheaders < maxRespHeaders {
-		c.headers[c.nheaders] = [2]string{name, value}
-		c.nheaders++
+// SetContentType sets the Content-Type header. A value with a control
+// character (CR, LF, ...) is refused: it reports false and changes nothing.
+func (c *Ctx) SetContentType(ct string) bool {
+	if !http1.ValidFieldValue(ct) {
+		return false
 	}
+	c.contentType = ct
+	return true
+}
+
+// AddHeader adds a response header and reports whether it did. It refuses
+// a name that is not a token, a value with a control character (a CR or
+// LF would let the value write headers of its own, or a whole response),
+// the headers that frame the response and are the server's own (Server,
+// Date, Content-Length, Transfer-Encoding, Connection), and more than 16
+// headers.
+func (c *Ctx) AddHeader(name, value string) bool {
+	if c.nheaders == maxRespHeaders || !http1.ValidFieldName(name) || !http1.ValidFieldValue(value) || reservedHeader(name) {
+		return false
+	}
+	c.headers[c.nheaders] = [2]string{name, value}
+	c.nheaders++
+	return true
+}
+
+func reservedHeader(name string) bool {
+	for _, r := range [...]string{"Server", "Date", "Content-Length", "Transfer-Encoding", "Connection"} {
+		if len(name) == len(r) && strings.EqualFold(name, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close makes the server close the connection after this response.
@@ -84,8 +107,17 @@ func (c *Ctx) WriteString(s string) { c.w.body = append(c.w.body, s...) }
 //	ctx.SetResponseBody(strconv.AppendInt(ctx.ResponseBody(), n, 10))
 func (c *Ctx) ResponseBody() []byte { return c.w.body }
 
-// SetResponseBody replaces the response body; use with ResponseBody.
-func (c *Ctx) SetResponseBody(b []byte) { c.w.body = b }
+// SetResponseBody replaces the response body. A b made by appending to
+// ResponseBody (in the worker's own buffer) is adopted as it is; any other
+// slice is copied. Adopting the handler's memory would let the next
+// response be written into it: a cached []byte would be overwritten.
+func (c *Ctx) SetResponseBody(b []byte) {
+	if cap(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(c.w.body[:cap(c.w.body)]) {
+		c.w.body = b
+		return
+	}
+	c.w.body = append(c.w.body[:0], b...)
+}
 
 // Text sets a text/plain body.
 func (c *Ctx) Text(s string) {
@@ -133,7 +165,12 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	c.closeConn = !c.req.KeepAlive || w.draining
 	w.body = w.body[:0]
 
-	r := w.srv.routes[string(c.req.Path)]
+	r := w.route
+	if r == nil || string(c.req.Path) != r.path {
+		if r = w.srv.routes[string(c.req.Path)]; r != nil {
+			w.route = r
+		}
+	}
 	var h Handler
 	if r != nil {
 		h = r.lookup(c.req.Method)
@@ -154,7 +191,11 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	if c.closeConn {
 		cn.closeAfter = true
 	}
-	return w.appendResponse(out, c, string(c.req.Method) == "HEAD")
+	out = w.appendResponse(out, c, string(c.req.Method) == "HEAD")
+	if cap(w.body) > maxKeptBodySize {
+		w.body = make([]byte, 0, initialBodySize) // a large response grew it
+	}
+	return out
 }
 
 // call runs a handler; a panic is answered 500 and closes the connection
@@ -189,9 +230,13 @@ func panicString(p any) string {
 }
 
 func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
-	out = appendStatusLine(out, c.status)
-	out = append(out, w.srv.serverHeader...)
-	out = append(out, w.date...)
+	if c.status == 200 {
+		out = append(out, w.head200...)
+	} else {
+		out = appendStatusLine(out, c.status)
+		out = append(out, w.srv.serverHeader...)
+		out = append(out, w.date...)
+	}
 	if c.contentType != "" {
 		out = append(out, "Content-Type: "...)
 		out = append(out, c.contentType...)
@@ -223,15 +268,19 @@ func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
 	return out
 }
 
-// appendError appends the response to a request that could not be parsed;
-// the connection closes after it.
-func (w *worker) appendError(out []byte, status int, reason string) []byte {
+// appendError appends the response to a request that could not be parsed
+// or served; the connection closes after it. The answer to HEAD carries the
+// length of the body it does not send.
+func (w *worker) appendError(out []byte, status int, reason string, head bool) []byte {
 	out = appendStatusLine(out, status)
 	out = append(out, w.srv.serverHeader...)
 	out = append(out, w.date...)
 	out = append(out, "Content-Type: text/plain\r\nContent-Length: "...)
 	out = strconv.AppendInt(out, int64(len(reason)+1), 10)
 	out = append(out, "\r\nConnection: close\r\n\r\n"...)
+	if head {
+		return out
+	}
 	out = append(out, reason...)
 	return append(out, '\n')
 }

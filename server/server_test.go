@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,6 +68,38 @@ func start(t *testing.T, mod func(*server.Config)) (*server.Server, string) {
 		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "%d %d", c.WorkerCPU(), in))
 	})
 	s.Handle("GET", "/panic", func(c *server.Ctx) { panic("boom") })
+	// /cached answers a []byte the handler keeps between requests.
+	cached := make([]byte, len("cached-value"), 64)
+	copy(cached, "cached-value")
+	s.Handle("GET", "/cached", func(c *server.Ctx) { c.SetResponseBody(cached) })
+	// /inject tries to smuggle headers in and reports what was accepted.
+	s.Handle("GET", "/inject", func(c *server.Ctx) {
+		ok := []bool{
+			c.AddHeader("X-Evil", "a\r\nSet-Cookie: evil=1"),
+			c.AddHeader("X-Evil\r\nSet-Cookie", "evil=1"),
+			c.AddHeader("Content-Length", "5"),
+			c.SetContentType("text/html\r\nX-Evil: 1"),
+			c.AddHeader("X-Fine", "yes\tit is"),
+		}
+		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "%v", ok))
+	})
+	// /cputime answers the CPU time the worker's thread has used, in ns.
+	s.Handle("GET", "/cputime", func(c *server.Ctx) {
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+		c.SetResponseBody(strconv.AppendInt(c.ResponseBody(), ts.Nano(), 10))
+	})
+	// /sleep?d blocks the worker for d: input piles up meanwhile.
+	s.Handle("GET", "/sleep", func(c *server.Ctx) {
+		d, _ := time.ParseDuration(string(c.Query()))
+		time.Sleep(d)
+	})
+	// /stamp answers how many /stamp requests the server has served,
+	// this one included: the order in which connections were served.
+	var stamps atomic.Int64
+	s.Handle("GET", "/stamp", func(c *server.Ctx) {
+		c.SetResponseBody(strconv.AppendInt(c.ResponseBody(), stamps.Add(1), 10))
+	})
 	s.Handle("", "/any", func(c *server.Ctx) { c.Write(c.Method()) })
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
@@ -479,6 +512,10 @@ func TestLocality(t *testing.T) {
 	if got := s.CPUs(); len(got) != 2 || got[0] != cpus[0] || got[1] != cpus[1] {
 		t.Fatalf("workers on %v, want %v", got, cpus)
 	}
+	// One P beyond the workers' own (see reserveIdleP).
+	if p := runtime.GOMAXPROCS(0); p < 3 {
+		t.Errorf("GOMAXPROCS %d with two workers, want at least 3", p)
+	}
 	for round := range 3 {
 		for _, cpu := range cpus {
 			worker, incoming := askFromCPU(t, addr, cpu)
@@ -491,62 +528,66 @@ func TestLocality(t *testing.T) {
 
 func askFromCPU(t *testing.T, addr string, cpu int) (worker, incoming int) {
 	t.Helper()
-	type result struct {
-		worker, incoming int
-		err              error
+	var resp []byte
+	// The send and the receive stay on the pinned thread too, through raw
+	// system calls (net.Conn would hand them to the netpoller's threads):
+	// SO_INCOMING_CPU names the CPU that last handled the connection's
+	// packets.
+	err := onCPU(addr, cpu, func(fd int) error {
+		defer unix.Close(fd)
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
+		if _, err := unix.Write(fd, []byte("GET /cpu HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); err != nil {
+			return err
+		}
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Read(fd, buf)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+			resp = append(resp, buf[:n]...)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ch := make(chan result)
+	_, body, ok := bytes.Cut(resp, []byte("\r\n\r\n"))
+	if _, err := fmt.Sscanf(string(body), "%d %d", &worker, &incoming); err != nil || !ok {
+		t.Fatalf("response %q: %v", resp, err)
+	}
+	return worker, incoming
+}
+
+// onCPU connects to addr from a thread pinned to cpu (on loopback the
+// connection is then received on that CPU and steered to its worker) and
+// runs use with the socket on that thread. use owns the socket.
+func onCPU(addr string, cpu int, use func(fd int) error) error {
+	ch := make(chan error)
 	go func() {
 		runtime.LockOSThread() // the thread dies with the goroutine, affinity and all
 		var set unix.CPUSet
 		set.Set(cpu)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
-		// Raw syscalls keep the connect and send on this pinned thread;
-		// net.Conn would hand them to the netpoller.
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
-		defer unix.Close(fd)
-		ap := net.TCPAddrFromAddrPort(mustAddrPort(addr))
-		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: ap.Port, Addr: [4]byte(ap.IP.To4())}); err != nil {
-			ch <- result{err: err}
+		ap := mustAddrPort(addr)
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+			unix.Close(fd)
+			ch <- err
 			return
 		}
-		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
-		if _, err := unix.Write(fd, []byte("GET /cpu HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		var resp []byte
-		buf := make([]byte, 4096)
-		for {
-			n, err := unix.Read(fd, buf)
-			if err != nil {
-				ch <- result{err: err}
-				return
-			}
-			if n == 0 {
-				break
-			}
-			resp = append(resp, buf[:n]...)
-		}
-		_, body, ok := bytes.Cut(resp, []byte("\r\n\r\n"))
-		var r result
-		if _, err := fmt.Sscanf(string(body), "%d %d", &r.worker, &r.incoming); err != nil || !ok {
-			r.err = fmt.Errorf("response %q: %v", resp, err)
-		}
-		ch <- r
+		ch <- use(fd)
 	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.worker, r.incoming
+	return <-ch
 }
 
 func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
@@ -589,7 +630,8 @@ func TestStartErrors(t *testing.T) {
 
 // TestNonReadingClient pipelines requests without ever reading the
 // responses. Once its socket buffers fill, the worker must stop reading
-// from it (back-pressure, bounded memory) and keep serving others.
+// from it (back-pressure, bounded memory: measured with MemoryInUse) and
+// keep serving others.
 func TestNonReadingClient(t *testing.T) {
 	s, addr := start(t, nil)
 	hog, _ := dial(t, addr)
@@ -617,6 +659,15 @@ func TestNonReadingClient(t *testing.T) {
 	// one batch of the hog's that was in flight) were answered.
 	if n := s.Requests() - before; n > 10+2000 {
 		t.Errorf("%d requests served while the hog was not reading", n)
+	}
+	// And what it makes the worker hold is one input buffer plus one
+	// turn's output per connection (Config.MemoryBudget), not a growing
+	// pile of responses.
+	cfg := server.DefaultConfig()
+	if m, bound := s.MemoryInUse(), memoryBound(cfg, 2, 512)-cfg.MemoryBudget; m > bound {
+		t.Errorf("the worker holds %d KiB for a hog that does not read, want at most %d KiB", m>>10, bound>>10)
+	} else {
+		t.Logf("the worker holds %d KiB (bound %d KiB)", m>>10, bound>>10)
 	}
 	hog.Close()
 }

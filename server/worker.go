@@ -19,11 +19,30 @@ const (
 )
 
 const (
-	maxEvents      = 512
-	acceptBatch    = 64 // accepts per listener event: new connections must not starve old ones
-	lingerTime     = time.Second
-	scanInterval   = time.Second
-	initialOutSize = 64 << 10
+	maxEvents    = 512
+	acceptBatch  = 64 // accepts per listener event: new connections must not starve old ones
+	lingerTime   = time.Second
+	scanInterval = time.Second
+	// acceptRetry is how long accepts stay paused after EMFILE and the
+	// like. The timer is what resumes them on a worker with no connection
+	// of its own to close.
+	acceptRetry = 250 * time.Millisecond
+	// busyWindow: a worker that had events this recently waits for the
+	// next ones without the Go scheduler (see wait).
+	busyWindow = 50 * time.Millisecond
+
+	// The worker's output buffer and handler body buffer start at these
+	// sizes and are cut back to them when a large response grew them.
+	initialOutSize  = 64 << 10
+	initialBodySize = 4 << 10
+	maxKeptBodySize = 64 << 10
+	// maxFreeIn bounds the default-size input buffers kept for new
+	// connections (4 MiB at the default 16 KiB).
+	maxFreeIn = 256
+	// lingerOverflow is how many connections beyond MaxConnsPerWorker may
+	// linger after their 503; beyond it, a refused connection is closed
+	// at once.
+	lingerOverflow = 1024
 )
 
 type connState uint8
@@ -40,13 +59,15 @@ type conn struct {
 	gen   int32
 	state connState
 
-	in      []byte // buffered request bytes; cap is the read buffer
+	in      []byte // buffered request bytes; nil while lingering
 	pending []byte // response bytes the socket did not take yet
+	chunk   http1.ChunkedState
 
 	closeAfter bool // close once pending output is sent
 	sent100    bool // 100 Continue sent for the request being read
+	queued     bool // in w.ready: requests left over from a turn cut short
 
-	lastActive int64 // unix nanos of the last read or write
+	lastActive int64 // w.now (monotonic) of the last read or write
 	reqStart   int64 // when the request being read began; 0 when none
 	lingerEnd  int64
 }
@@ -65,21 +86,38 @@ type worker struct {
 
 	events []unix.EpollEvent
 	conns  []*conn // by slot
-	spare  []*conn // closed connections by slot, for reuse
+	spare  []*conn // closed connections by slot, for reuse (without buffers)
 	free   []int32 // free slots
 	nconns int
+	ready  []readyConn // connections with requests left after their turn
 
-	out  []byte // responses of the batch being processed
-	body []byte // response body of the request being handled
-	ctx  Ctx
+	out     []byte   // responses of the batch being processed
+	body    []byte   // response body of the request being handled
+	discard []byte   // where lingering connections' input goes
+	freeIn  [][]byte // default-size input buffers for reuse
+	ctx     Ctx
 
+	// held is the bytes of every connection buffer the worker holds
+	// (input, pending output, the free list); extra the part of it the
+	// memory budget covers: input buffers grown beyond ReadBufferSize
+	// and pending output.
+	held, extra int64
+	mem         atomic.Int64 // held plus the worker's own buffers, for Server.MemoryInUse
+	memPeak     atomic.Int64 // the highest mem since Server.releaseMemory last looked
+
+	epoch    time.Time // w.now is monotonic nanoseconds since epoch
 	now      int64
 	dateSec  int64
 	date     []byte // "Date: ...\r\n", re-rendered when the second changes
+	head200  []byte // status line, Server and Date of a 200, with date
+	route    *route // the route of the last request: pipelines repeat one path
 	lastScan int64
+	busyAt   int64 // w.now when epoll_wait last returned events
 	draining bool
 
-	acceptPaused bool // listener out of the epoll set after EMFILE and the like
+	acceptPaused  bool  // listener out of the epoll set after EMFILE and the like
+	pausedAt      int64 // when; accepts resume acceptRetry later
+	acceptFailing bool  // the pause has been logged
 
 	requests atomic.Uint64
 	_        [64]byte // keep other workers' data off this cache line
@@ -99,11 +137,15 @@ func newWorker(s *Server, idx, cpu, lfd int) (*worker, error) {
 	}
 	w := &worker{
 		srv: s, idx: idx, cpu: cpu, lfd: lfd, epfd: epfd, evfd: evfd,
-		limits: http1.Limits{MaxHeaderBytes: s.cfg.MaxHeaderBytes, MaxBodyBytes: s.cfg.MaxBodyBytes},
-		events: make([]unix.EpollEvent, maxEvents),
-		out:    make([]byte, 0, initialOutSize),
-		body:   make([]byte, 0, 4096),
-		date:   make([]byte, 0, 64),
+		limits:  http1.Limits{MaxHeaderBytes: s.cfg.MaxHeaderBytes, MaxBodyBytes: s.cfg.MaxBodyBytes},
+		events:  make([]unix.EpollEvent, maxEvents),
+		out:     make([]byte, 0, initialOutSize),
+		body:    make([]byte, 0, initialBodySize),
+		discard: make([]byte, s.cfg.ReadBufferSize),
+		date:    make([]byte, 0, 64),
+		// Start the monotonic clock a second back, so that w.now is never
+		// 0 (0 means "no request started" in conn.reqStart).
+		epoch: time.Now().Add(-time.Second),
 	}
 	w.ctx.w = w
 	for _, d := range []struct {
@@ -149,6 +191,7 @@ func (w *worker) run(ready chan<- error) {
 	}
 	w.tick()
 	w.lastScan = w.now
+	w.publishMem()
 	ready <- nil
 	if err := w.loop(); err != nil {
 		w.srv.fail(err)
@@ -158,33 +201,55 @@ func (w *worker) run(ready chan<- error) {
 			w.closeConn(c)
 		}
 	}
+	w.publishMem()
 }
 
 // tick reads the clock once per loop iteration and re-renders the Date
 // header when the second changes: no per-request clock read, no state
-// shared between CPUs.
+// shared between CPUs. Timeouts run on the monotonic clock (time.Now
+// carries a monotonic reading; Sub uses it), so a step of the wall clock
+// neither closes every connection nor keeps dead ones open; only the Date
+// header follows the wall clock.
 func (w *worker) tick() {
 	now := time.Now()
-	w.now = now.UnixNano()
-	if sec := now.Unix(); sec != w.dateSec {
+	w.now = int64(now.Sub(w.epoch))
+	wall := now
+	if w.srv.wallClock != nil {
+		wall = w.srv.wallClock()
+	}
+	if sec := wall.Unix(); sec != w.dateSec {
 		w.dateSec = sec
 		w.date = append(w.date[:0], "Date: "...)
-		w.date = now.UTC().AppendFormat(w.date, "Mon, 02 Jan 2006 15:04:05 GMT")
+		w.date = wall.UTC().AppendFormat(w.date, "Mon, 02 Jan 2006 15:04:05 GMT")
 		w.date = append(w.date, "\r\n"...)
+		// The head of every 200 response changes only with the date.
+		w.head200 = append(w.head200[:0], statusLines[200]...)
+		w.head200 = append(w.head200, w.srv.serverHeader...)
+		w.head200 = append(w.head200, w.date...)
 	}
 }
 
 func (w *worker) loop() error {
 	for {
 		timeout := int(scanInterval / time.Millisecond)
-		if w.nconns == 0 && !w.draining {
+		if w.nconns == 0 && !w.draining && len(w.freeIn) == 0 {
 			timeout = -1 // nothing can time out; sleep until an event
 		}
-		n, err := unix.EpollWait(w.epfd, w.events, timeout)
-		if err != nil && err != unix.EINTR {
+		if w.acceptPaused {
+			// Nothing else may ever wake a worker with no connections.
+			timeout = int(acceptRetry / time.Millisecond)
+		}
+		if len(w.ready) > 0 {
+			timeout = 0 // connections wait for their next turn
+		}
+		n, err := w.wait(timeout)
+		if err != 0 && err != unix.EINTR {
 			return fmt.Errorf("server: worker %d: epoll_wait: %w", w.cpu, err)
 		}
 		w.tick()
+		if n > 0 {
+			w.busyAt = w.now
+		}
 		for i := 0; i < n; i++ {
 			ev := &w.events[i]
 			switch ev.Fd {
@@ -207,12 +272,88 @@ func (w *worker) loop() error {
 				w.handleEvent(c, ev.Events)
 			}
 		}
+		w.runReady()
+		if w.acceptPaused && w.now-w.pausedAt >= int64(acceptRetry) {
+			w.resumeAccept()
+		}
 		if w.now-w.lastScan >= int64(scanInterval) {
 			w.lastScan = w.now
 			w.scan()
 		}
+		w.publishMem()
 		if w.draining && w.nconns == 0 {
 			return nil
+		}
+	}
+}
+
+// wait is epoll_wait, without the Go scheduler wherever that is safe.
+//
+// A worker is a goroutine locked to its thread that, under load, never
+// leaves it. The runtime's entersyscall/exitsyscall around a blocking
+// system call let sysmon take the worker's P while it sleeps in the
+// kernel: it then wakes another thread with a futex to run nothing, the
+// worker has to get a P back on return, and sysmon, having "done work",
+// keeps polling every 20 µs instead of backing off to 10 ms. On a loaded
+// worker that was ~1,700 sysmon wake-ups and ~1,400 involuntary context
+// switches per second on the worker's CPU. So:
+//   - a busy worker (events within the last busyWindow), and any poll
+//     with timeout 0, calls epoll_wait through RawSyscall6: to the
+//     runtime the worker is simply running. Every 10 ms sysmon asks it to
+//     yield with a signal, which ends a wait with EINTR; the loop then
+//     passes a preemption point. That is the only runtime cost left:
+//     ~100 preemptions a second, which stopping the world for a
+//     collection relies on anyway;
+//   - an idle worker blocks through Syscall6, so that the runtime parks
+//     its P and a server with nothing to do is not woken 100 times a
+//     second.
+func (w *worker) wait(timeout int) (int, unix.Errno) {
+	ev := uintptr(unsafe.Pointer(&w.events[0]))
+	if timeout == 0 || w.now-w.busyAt < int64(busyWindow) {
+		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
+		return int(n), e
+	}
+	n, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(w.epfd), ev, uintptr(len(w.events)), uintptr(timeout), 0, 0)
+	return int(n), e
+}
+
+type readyConn struct{ slot, gen int32 }
+
+// runReady gives each connection whose turn was cut short (per-turn limits,
+// see respond) one more turn. Connections queued again during this pass
+// wait for the next loop iteration, after the events that arrived since.
+func (w *worker) runReady() {
+	n := len(w.ready)
+	if n == 0 {
+		return
+	}
+	for _, r := range w.ready[:n] {
+		c := w.conns[r.slot]
+		if c == nil || c.gen != r.gen {
+			continue
+		}
+		c.queued = false
+		if c.state == stateOpen {
+			w.process(c)
+		}
+	}
+	w.ready = w.ready[:copy(w.ready, w.ready[n:])]
+}
+
+func (w *worker) enqueue(c *conn) {
+	if !c.queued {
+		c.queued = true
+		w.ready = append(w.ready, readyConn{c.slot, c.gen})
+	}
+}
+
+// publishMem makes the worker's memory figure visible to MemoryInUse.
+func (w *worker) publishMem() {
+	m := w.held + int64(cap(w.out)+cap(w.body)+cap(w.discard))
+	if w.mem.Load() != m {
+		w.mem.Store(m)
+		if m > w.memPeak.Load() {
+			w.memPeak.Store(m)
 		}
 	}
 }
@@ -230,40 +371,63 @@ func (w *worker) handleEvent(c *conn, events uint32) {
 }
 
 func (w *worker) accept() {
-	if w.lfd < 0 {
-		return // closed by a drain earlier in this batch
-	}
 	for range acceptBatch {
-		fd, err := accept4(w.lfd)
-		switch err {
-		case 0:
-		case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
-			return
-		case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
-			// Out of descriptors or memory: the listener would stay readable
-			// and spin the loop. Stop watching it until a connection closes
-			// or the next timeout scan.
-			fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: accept4: %v; pausing accepts\n", w.cpu, err)
-			w.pauseAccept()
-			return
-		default:
-			fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: accept4: %v\n", w.cpu, err)
+		if _, more := w.acceptOne(); !more {
 			return
 		}
-		if w.nconns >= w.srv.cfg.MaxConnsPerWorker || w.draining {
-			// Refuse clearly rather than leave the client in the queue.
-			sendRaw(fd, overloadResponse)
-			unix.Close(fd)
-			continue
-		}
-		w.addConn(fd)
 	}
+}
+
+// acceptOne accepts one connection and reports whether to go on; c is the
+// new connection when it is being served.
+func (w *worker) acceptOne() (c *conn, more bool) {
+	if w.lfd < 0 || w.acceptPaused {
+		return nil, false // closed by a drain, or paused, earlier in this batch
+	}
+	fd, err := accept4(w.lfd)
+	switch err {
+	case 0:
+	case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
+		return nil, false
+	case unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM:
+		// Out of descriptors or memory: the listener would stay readable
+		// and spin the loop. Stop watching it until a connection closes
+		// or acceptRetry has passed. Said once until an accept succeeds.
+		if !w.acceptFailing {
+			w.acceptFailing = true
+			fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: accept4: %v; pausing accepts, retrying every %v\n", w.cpu, err, acceptRetry)
+		}
+		w.pauseAccept()
+		return nil, false
+	default:
+		fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: accept4: %v\n", w.cpu, err)
+		return nil, false
+	}
+	w.acceptFailing = false
+	limit := w.srv.cfg.MaxConnsPerWorker
+	if w.nconns < limit {
+		return w.addConn(fd, true), true
+	}
+	// Refuse clearly rather than leave the client in the queue, and
+	// linger like every other final response: closing a socket with
+	// unread input resets it, and the reset can destroy the 503.
+	if w.nconns >= limit+lingerOverflow {
+		sendRaw(fd, overloadResponse)
+		unix.Close(fd)
+		return nil, true
+	}
+	if c := w.addConn(fd, false); c != nil {
+		c.closeAfter = true
+		w.send(c, overloadResponse)
+	}
+	return nil, true
 }
 
 func (w *worker) pauseAccept() {
 	if !w.acceptPaused && w.lfd >= 0 {
 		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.lfd, nil)
 		w.acceptPaused = true
+		w.pausedAt = w.now
 	}
 }
 
@@ -278,7 +442,10 @@ func (w *worker) resumeAccept() {
 
 var overloadResponse = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 
-func (w *worker) addConn(fd int) {
+// addConn registers an accepted socket; withBuffer gives it an input
+// buffer (a refused connection only lingers and needs none). It returns
+// nil when the socket could not be registered (it is closed then).
+func (w *worker) addConn(fd int, withBuffer bool) *conn {
 	var slot int32
 	if k := len(w.free); k > 0 {
 		slot = w.free[k-1]
@@ -292,10 +459,13 @@ func (w *worker) addConn(fd int) {
 	c.slot = slot
 	c.gen++
 	c.state = stateOpen
-	c.in = c.in[:0]
-	c.pending = c.pending[:0]
+	if withBuffer {
+		c.in = w.getIn()
+	}
 	c.closeAfter = false
 	c.sent100 = false
+	c.queued = false
+	c.chunk.Reset()
 	c.lastActive = w.now
 	c.reqStart = w.now // the first request must arrive within HeaderTimeout
 	w.conns[slot] = c
@@ -304,56 +474,155 @@ func (w *worker) addConn(fd int) {
 	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		fmt.Fprintf(w.srv.cfg.Log, "hotpath: worker %d: epoll_ctl: %v\n", w.cpu, err)
 		w.closeConn(c)
+		return nil
 	}
+	return c
 }
 
-// spare holds closed connections' structs and buffers for reuse, so a new
-// connection allocates only while the worker grows past its previous peak.
+// spare holds closed connections' structs for reuse, so a new connection
+// allocates its struct only while the worker grows past its previous peak.
+// Buffers are not kept there: a worker that once had 16,384 connections
+// would hold 16,384 input buffers for good.
 func (w *worker) connFor(slot int32) *conn {
 	if int(slot) < len(w.spare) && w.spare[slot] != nil {
 		c := w.spare[slot]
 		w.spare[slot] = nil
 		return c
 	}
-	return &conn{in: make([]byte, 0, w.srv.cfg.ReadBufferSize)}
+	return &conn{}
 }
 
+// closeConn closes c and frees its slot and buffers. It may be called more
+// than once for the same connection (a failed epoll_ctl and the caller's
+// own error path, say): only the first call does anything.
 func (w *worker) closeConn(c *conn) {
+	if c.fd < 0 {
+		return
+	}
 	unix.Close(c.fd)
 	c.fd = -1
 	w.conns[c.slot] = nil
 	w.free = append(w.free, c.slot)
 	w.nconns--
 	w.resumeAccept()
-	if cap(c.in) > w.srv.cfg.ReadBufferSize {
-		c.in = make([]byte, 0, w.srv.cfg.ReadBufferSize) // drop a body-sized buffer
-	}
+	w.putIn(c.in)
+	c.in = nil
+	w.setPendingCap(c, nil)
 	for int(c.slot) >= len(w.spare) {
 		w.spare = append(w.spare, nil)
 	}
 	w.spare[c.slot] = c
 }
 
-func (w *worker) setEvents(c *conn, events uint32) {
-	ev := unix.EpollEvent{Events: events, Fd: c.slot, Pad: c.gen}
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
-		w.closeConn(c)
+// Buffer accounting. Every connection buffer the worker allocates or drops
+// goes through these, so held and extra are exact.
+
+func (w *worker) budgetPart(n int) int64 {
+	return int64(max(n-w.srv.cfg.ReadBufferSize, 0))
+}
+
+// getIn returns an empty default-size input buffer.
+func (w *worker) getIn() []byte {
+	if k := len(w.freeIn); k > 0 {
+		b := w.freeIn[k-1]
+		w.freeIn = w.freeIn[:k-1]
+		return b
+	}
+	w.held += int64(w.srv.cfg.ReadBufferSize)
+	return make([]byte, 0, w.srv.cfg.ReadBufferSize)
+}
+
+// putIn takes back an input buffer: a default-size one into the free list
+// while it has room, anything else to the garbage collector.
+func (w *worker) putIn(b []byte) {
+	if b == nil {
+		return
+	}
+	if cap(b) == w.srv.cfg.ReadBufferSize && len(w.freeIn) < maxFreeIn {
+		w.freeIn = append(w.freeIn, b[:0])
+		return
+	}
+	w.held -= int64(cap(b))
+	w.extra -= w.budgetPart(cap(b))
+	if cap(b) > w.srv.cfg.ReadBufferSize {
+		// The last parsed request's slices may point into it and would
+		// keep a body-sized array alive after the connection is gone.
+		w.ctx.req = http1.Request{}
 	}
 }
 
+// growIn moves c.in[from:] into a new buffer of capacity size, if the
+// memory budget allows, and reports whether it did.
+func (w *worker) growIn(c *conn, from, size int) bool {
+	delta := w.budgetPart(size) - w.budgetPart(cap(c.in))
+	if w.extra+delta > w.srv.cfg.MemoryBudget {
+		return false
+	}
+	grown := make([]byte, len(c.in)-from, size)
+	copy(grown, c.in[from:])
+	w.held += int64(size)
+	w.extra += w.budgetPart(size)
+	w.putIn(c.in)
+	c.in = grown
+	return true
+}
+
+// shrinkIn moves c.in (which fits) back into a default-size buffer.
+func (w *worker) shrinkIn(c *conn) {
+	b := w.getIn()
+	b = b[:copy(b[:len(c.in)], c.in)]
+	w.putIn(c.in)
+	c.in = b
+}
+
+// setPending keeps out in c.pending, accounted against the budget.
+func (w *worker) setPending(c *conn, out []byte) {
+	if cap(c.pending) < len(out) {
+		w.setPendingCap(c, make([]byte, 0, len(out)))
+	}
+	c.pending = append(c.pending[:0], out...)
+}
+
+// setPendingCap replaces c.pending by b (nil to drop it).
+func (w *worker) setPendingCap(c *conn, b []byte) {
+	d := int64(cap(b) - cap(c.pending))
+	w.held += d
+	w.extra += d
+	c.pending = b
+}
+
+// setEvents changes c's epoll events; on failure it closes c and reports
+// false, and the caller must not touch c any further.
+func (w *worker) setEvents(c *conn, events uint32) bool {
+	ev := unix.EpollEvent{Events: events, Fd: c.slot, Pad: c.gen}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
+		w.closeConn(c)
+		return false
+	}
+	return true
+}
+
 func (w *worker) read(c *conn) {
-	if len(c.in) == cap(c.in) {
-		if c.state == stateLinger {
-			c.in = c.in[:0]
-		} else {
-			// respond grows the buffer for any request Parse can accept,
-			// so a full buffer is a request beyond every limit.
-			out := w.appendError(w.out[:0], 413, "request too large")
-			c.closeAfter = true
-			w.out = out
-			w.send(c, out)
-			return
+	if c.state == stateLinger {
+		// Input after our final response is read and discarded, into one
+		// buffer shared by every lingering connection.
+		n, err := recvRaw(c.fd, w.discard)
+		if err != unix.EAGAIN && err != unix.EINTR && (err != 0 || n == 0) {
+			w.closeConn(c)
 		}
+		return
+	}
+	if len(c.in) == cap(c.in) {
+		if c.queued {
+			return // requests left from its last turn; runReady serves them
+		}
+		// respond grows the buffer for any request Parse can accept,
+		// so a full buffer is a request beyond every limit.
+		out := w.appendError(w.out[:0], 413, "request too large", false)
+		c.closeAfter = true
+		w.out = out
+		w.send(c, out)
+		return
 	}
 	n, err := recvRaw(c.fd, c.in[len(c.in):cap(c.in)])
 	switch {
@@ -364,35 +633,53 @@ func (w *worker) read(c *conn) {
 		return
 	}
 	c.lastActive = w.now
-	if c.state == stateLinger {
-		return // input after our final response is discarded
-	}
 	c.in = c.in[:len(c.in)+n]
 	w.process(c)
 }
 
-// process answers every complete request in c.in, in order, and sends all
-// the responses with one send.
+// process answers the complete requests in c.in, in order, up to the
+// per-turn limits, and sends all the responses with one send.
 func (w *worker) process(c *conn) {
 	out := w.respond(c)
-	w.out = out
 	w.send(c, out)
+	if cap(out) > initialOutSize {
+		// One large response grew it; do not keep that for good.
+		out = make([]byte, 0, initialOutSize)
+	}
+	w.out = out[:0]
 }
 
-// respond parses and serves every complete request in c.in and returns
+// respond parses and serves the complete requests in c.in and returns
 // their responses, appended to the worker's output buffer.
+//
+// One turn of a connection ends at MaxRequestsPerTurn requests or once its
+// responses reach MaxOutputPerTurn bytes (one request per turn while the
+// worker's memory budget is spent). What is left waits in c.in, and the
+// connection in w.ready: other connections get their turn first, and the
+// output a client that does not read can make us hold stays bounded.
 func (w *worker) respond(c *conn) []byte {
+	cfg := &w.srv.cfg
 	out := w.out[:0]
 	p := 0
 	served := 0
+	maxReqs, maxOut := cfg.MaxRequestsPerTurn, cfg.MaxOutputPerTurn
+	if w.extra >= cfg.MemoryBudget {
+		maxReqs = 1
+	}
+	bigFront := false // the incomplete request at the front needs a grown buffer
 	for p < len(c.in) && !c.closeAfter {
+		if served >= maxReqs || len(out) >= maxOut {
+			w.enqueue(c)
+			break
+		}
 		req := &w.ctx.req
-		n, err := http1.Parse(c.in[p:], req, w.limits)
+		n, err := http1.ParseResume(c.in[p:], req, w.limits, &c.chunk)
 		if err == http1.ErrIncomplete {
 			if req.HeaderLen > 0 {
 				// A body larger than the buffer: make room for exactly this
 				// request, or for a chunked one double the buffer, never
-				// beyond the largest request Parse accepts.
+				// beyond the largest request Parse accepts, and only within
+				// the worker's memory budget.
 				need := req.HeaderLen + int(req.ContentLength)
 				if req.Chunked {
 					need = 0
@@ -400,12 +687,16 @@ func (w *worker) respond(c *conn) []byte {
 						need = min(2*cap(c.in), w.limits.MaxRequestBytes())
 					}
 				}
-				if need > cap(c.in)-p {
-					grown := make([]byte, len(c.in)-p, need)
-					copy(grown, c.in[p:])
-					c.in = grown
+				if need > cap(c.in) {
+					if !w.growIn(c, p, need) {
+						out = w.appendError(out, 503, "server busy: memory budget exhausted", string(req.Method) == "HEAD")
+						c.closeAfter = true
+						p = len(c.in)
+						break
+					}
 					p = 0
 				}
+				bigFront = req.Chunked || need > cfg.ReadBufferSize
 				if req.Expect100 && !c.sent100 {
 					c.sent100 = true
 					out = append(out, "HTTP/1.1 100 Continue\r\n\r\n"...)
@@ -413,9 +704,10 @@ func (w *worker) respond(c *conn) []byte {
 			}
 			break
 		}
+		c.chunk.Reset()
 		if err != nil {
 			perr, _ := err.(*http1.Error)
-			out = w.appendError(out, perr.Status, perr.Reason)
+			out = w.appendError(out, perr.Status, perr.Reason, string(req.Method) == "HEAD")
 			c.closeAfter = true
 			p = len(c.in)
 			break
@@ -431,6 +723,12 @@ func (w *worker) respond(c *conn) []byte {
 	// Keep the unparsed tail at the start of the buffer.
 	if p > 0 {
 		c.in = c.in[:copy(c.in, c.in[p:])]
+	}
+	// A buffer grown for a large body goes back to the default size once
+	// that request is done: kept, it would let every later recv take in a
+	// body's worth of pipelined requests.
+	if cap(c.in) > cfg.ReadBufferSize && len(c.in) <= cfg.ReadBufferSize && !bigFront {
+		w.shrinkIn(c)
 	}
 	// The header timeout runs from the first byte of the request now at
 	// the front of the buffer.
@@ -454,7 +752,7 @@ func (w *worker) send(c *conn, out []byte) {
 			return
 		}
 		if n < len(out) {
-			c.pending = append(c.pending[:0], out[max(n, 0):]...)
+			w.setPending(c, out[max(n, 0):])
 			c.state = stateWriting
 			w.setEvents(c, unix.EPOLLOUT)
 			return
@@ -479,12 +777,17 @@ func (w *worker) flush(c *conn) {
 	if len(c.pending) > 0 {
 		return
 	}
+	// Drained: a connection holds no output buffer between partial
+	// sends, so that idle connections cost only their input buffer.
+	w.setPendingCap(c, nil)
 	if c.closeAfter {
 		w.linger(c)
 		return
 	}
 	c.state = stateOpen
-	w.setEvents(c, unix.EPOLLIN|unix.EPOLLRDHUP)
+	if !w.setEvents(c, unix.EPOLLIN|unix.EPOLLRDHUP) {
+		return
+	}
 	if len(c.in) > 0 {
 		w.process(c) // requests that arrived while we were writing
 	}
@@ -496,13 +799,14 @@ func (w *worker) flush(c *conn) {
 // our side, read and discard until the peer closes, and close then (or
 // after lingerTime).
 func (w *worker) linger(c *conn) {
-	if c.state == stateLinger {
+	if c.state == stateLinger || c.fd < 0 {
 		return
 	}
 	wasWriting := c.state == stateWriting
 	unix.Shutdown(c.fd, unix.SHUT_WR)
 	c.state = stateLinger
-	c.in = c.in[:0]
+	w.putIn(c.in)
+	c.in = nil
 	c.lingerEnd = w.now + int64(lingerTime)
 	if wasWriting {
 		w.setEvents(c, unix.EPOLLIN|unix.EPOLLRDHUP)
@@ -514,7 +818,6 @@ func (w *worker) linger(c *conn) {
 // allocation.
 func (w *worker) scan() {
 	cfg := &w.srv.cfg
-	w.resumeAccept()
 	for _, c := range w.conns {
 		if c == nil {
 			continue
@@ -530,7 +833,7 @@ func (w *worker) scan() {
 			}
 		case c.reqStart != 0:
 			if w.now-c.reqStart > int64(cfg.HeaderTimeout) {
-				out := w.appendError(w.out[:0], 408, "request not received in time")
+				out := w.appendError(w.out[:0], 408, "request not received in time", false)
 				c.closeAfter = true
 				w.out = out
 				w.send(c, out)
@@ -541,22 +844,47 @@ func (w *worker) scan() {
 			}
 		}
 	}
+	if len(w.freeIn) > 0 && w.nconns == 0 {
+		// Idle: give the spare input buffers back too.
+		for _, b := range w.freeIn {
+			w.held -= int64(cap(b))
+		}
+		clear(w.freeIn)
+		w.freeIn = w.freeIn[:0]
+	}
 }
 
 // startDrain stops accepting and closes idle connections; connections in
-// the middle of a request finish it and are then closed.
+// the middle of a request finish it and are then closed. Every connection
+// still in the listen queue is accepted and answered (served with
+// "Connection: close" when its request arrives within the grace period, a
+// 503 beyond the connection cap) rather than reset by the listener's close.
 func (w *worker) startDrain() {
 	w.draining = true
-	// Connections already queued get a clear 503 rather than a reset.
-	w.accept()
+	for _, c := range w.conns {
+		if c != nil && c.state == stateOpen && len(c.in) == 0 {
+			// Accepted but not read yet (its event may be in the next
+			// batch): a request waiting in the socket is served; closing
+			// over it would reset the connection.
+			w.read(c)
+			if c.fd >= 0 && c.state == stateOpen && len(c.in) == 0 {
+				w.closeConn(c)
+			}
+		}
+	}
+	w.resumeAccept()
+	for {
+		c, more := w.acceptOne()
+		if !more {
+			break
+		}
+		if c != nil {
+			w.read(c) // its request is often already there
+		}
+	}
 	w.pauseAccept()
 	unix.Close(w.lfd)
 	w.lfd = -1
-	for _, c := range w.conns {
-		if c != nil && c.state == stateOpen && len(c.in) == 0 {
-			w.closeConn(c)
-		}
-	}
 }
 
 // Raw system calls for the hot path. recv/send/accept4 on non-blocking

@@ -142,6 +142,25 @@ var (
 // when b holds only a prefix of a valid request, and an *Error when b cannot
 // start a valid request within lim.
 func Parse(b []byte, r *Request, lim Limits) (int, error) {
+	return parse(b, r, lim, nil)
+}
+
+// ParseResume is Parse for a caller that keeps an incomplete request in its
+// buffer and calls again when more bytes have arrived: a chunked body is
+// decoded in place as it arrives and st records how far, so that every call
+// costs time in proportion to the new bytes (plus the header block), not to
+// the whole body so far. After ErrIncomplete the body part of b no longer
+// holds the bytes as received: call again with the same request at the
+// start of b (moved or copied as a whole, with more bytes appended) and the
+// same st. Reset st after any other result, before the next request.
+func ParseResume(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
+	return parse(b, r, lim, st)
+}
+
+func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
+	r.Method = nil
+	r.Minor = 0
+	r.KeepAlive = false
 	r.NumHeaders = 0
 	r.Host = nil
 	r.ContentLength = -1
@@ -218,7 +237,7 @@ func Parse(b []byte, r *Request, lim Limits) (int, error) {
 		}
 		value := trimOWS(line[colon+1:])
 		for _, c := range value {
-			if (c < ' ' && c != '\t') || c == 0x7f {
+			if !fieldByte[c] {
 				return 0, ErrHeaderValue
 			}
 		}
@@ -237,7 +256,8 @@ func Parse(b []byte, r *Request, lim Limits) (int, error) {
 				r.Host = value
 			}
 		case 6:
-			if equalFold(name, "expect") && equalFold(value, "100-continue") {
+			// RFC 9110 10.1.1: an HTTP/1.0 expectation is ignored.
+			if equalFold(name, "expect") && equalFold(value, "100-continue") && r.Minor == 1 {
 				r.Expect100 = true
 			}
 		case 10:
@@ -256,10 +276,12 @@ func Parse(b []byte, r *Request, lim Limits) (int, error) {
 			}
 		case 17:
 			if equalFold(name, "transfer-encoding") {
-				if len(value) == 0 {
+				// Two fields could be combined into one list, but a
+				// proxy in front may read only one of them: refuse.
+				if len(value) == 0 || te != nil {
 					return 0, ErrTransferEncoding
 				}
-				te = value // the final coding is what matters; see below
+				te = value
 			}
 		}
 	}
@@ -286,14 +308,23 @@ func Parse(b []byte, r *Request, lim Limits) (int, error) {
 			return 0, ErrChunkedHTTP10
 		}
 		r.Chunked = true
-		// Validate and measure first, decode only once the whole body is
-		// there: an incomplete body leaves the buffer untouched for the
-		// next attempt.
-		if _, _, err := chunked(b[p:], lim.MaxBodyBytes, false); err != nil {
+		if st == nil {
+			// Validate and measure first, decode only once the whole body
+			// is there: an incomplete body leaves b untouched for the next
+			// attempt.
+			var v, d ChunkedState
+			if _, err := v.decode(b[p:], lim.MaxBodyBytes, false); err != nil {
+				return 0, err
+			}
+			end, _ := d.decode(b[p:], lim.MaxBodyBytes, true)
+			r.Body = b[p : p+d.dec]
+			return p + end, nil
+		}
+		end, err := st.decode(b[p:], lim.MaxBodyBytes, true)
+		if err != nil {
 			return 0, err
 		}
-		bodyLen, end, _ := chunked(b[p:], lim.MaxBodyBytes, true)
-		r.Body = b[p : p+bodyLen]
+		r.Body = b[p : p+st.dec]
 		return p + end, nil
 	}
 
@@ -369,16 +400,18 @@ func (r *Request) splitTarget() error {
 		r.Path, r.Query = t, nil
 		return nil
 	case hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://"):
+		// The authority ends at the first '/' or '?' (RFC 3986 3.2): in
+		// http://a?x/json the path is empty ("/") and x/json the query.
 		rest := t[bytes.IndexByte(t, ':')+3:]
-		slash := bytes.IndexByte(rest, '/')
-		if slash < 0 {
+		end := bytes.IndexAny(rest, "/?")
+		if end < 0 || rest[end] == '?' {
 			r.Path, r.Query = rootPath, nil
-			if q := bytes.IndexByte(rest, '?'); q >= 0 {
-				r.Query = rest[q+1:]
+			if end >= 0 {
+				r.Query = rest[end+1:]
 			}
 			return nil
 		}
-		t = rest[slash:]
+		t = rest[end:]
 	default:
 		return ErrTarget
 	}
@@ -413,113 +446,169 @@ func validPrefix(b []byte) error {
 	return nil
 }
 
-// chunked parses a chunked body at the start of b (RFC 9112 7.1) and
-// returns the decoded length and the bytes the encoding occupies, trailer
-// section included. With decode it also moves the chunk data to the start
-// of b, over the framing already read (the data never overtakes the read
-// position, so the copy is safe in place). Extensions and trailer fields
-// are checked for syntax and otherwise ignored.
-func chunked(b []byte, maxBody int64, decode bool) (bodyLen, end int, err error) {
+// ChunkedState is how far the decoding of an incomplete chunked body has
+// come: ParseResume decodes the body in place as it arrives and records
+// here where it stopped, so that the next attempt resumes there instead of
+// reading the whole body again. Re-parsing from the first byte on every
+// read made a trickled body cost time quadratic in its size. The zero
+// value is a body not yet started.
+type ChunkedState struct {
+	enc   int   // bytes of the encoding consumed, from the start of the body
+	dec   int   // decoded bytes, at the start of the body
+	left  int64 // data bytes of the current chunk not yet arrived
+	phase uint8
+}
+
+// The phases of ChunkedState: where in the encoding enc stands.
+const (
+	phaseSize    = iota // at a chunk-size line
+	phaseData           // inside chunk data (left bytes to come)
+	phaseDataEnd        // at the CRLF after chunk data
+	phaseTrailer        // in the trailer section
+)
+
+// Reset forgets a body's progress; call it when a request is done.
+func (s *ChunkedState) Reset() { *s = ChunkedState{} }
+
+// decode parses a chunked body at the start of b (RFC 9112 7.1) from where
+// s stopped, and returns the bytes the encoding occupies, trailer section
+// included, once it is complete. With move it also moves the chunk data to
+// the start of b, over the framing already read (the data never overtakes
+// the read position, so the copy is safe in place). Extensions are checked
+// for syntax and ignored; trailer fields are checked like header fields
+// and ignored.
+func (s *ChunkedState) decode(b []byte, maxBody int64, move bool) (end int, err error) {
 	// The framing of tiny chunks can outweigh the data; bound the encoded
 	// size too, so that a client cannot make the buffer grow without end.
 	maxEncoded := maxChunkedEncoding(maxBody)
-	p, w := 0, 0
 	for {
-		if int64(p) > maxEncoded {
-			return 0, 0, ErrBodyTooLarge
+		if int64(s.enc) > maxEncoded {
+			return 0, ErrBodyTooLarge
 		}
-		le := bytes.IndexByte(b[p:], '\n')
-		if le < 0 {
-			if len(b)-p > maxLine {
-				return 0, 0, ErrChunkSize // no chunk-size line is that long
-			}
-			return 0, 0, ErrIncomplete
-		}
-		line := b[p : p+le]
-		if len(line) == 0 || line[len(line)-1] != '\r' {
-			return 0, 0, ErrLineEnding
-		}
-		line = line[:len(line)-1]
-		var size int64
-		i := 0
-		for ; i < len(line); i++ {
-			v := unhex(line[i])
-			if v < 0 {
-				break
-			}
-			if i == 15 {
-				return 0, 0, ErrChunkSize
-			}
-			size = size<<4 | int64(v)
-		}
-		if i == 0 {
-			return 0, 0, ErrChunkSize
-		}
-		if ext := trimOWS(line[i:]); len(ext) > 0 {
-			if ext[0] != ';' {
-				return 0, 0, ErrChunkSize
-			}
-			for _, c := range ext {
-				if (c < ' ' && c != '\t') || c == 0x7f {
-					return 0, 0, ErrChunkSize
+		switch s.phase {
+		case phaseSize:
+			le := bytes.IndexByte(b[s.enc:], '\n')
+			if le < 0 {
+				if len(b)-s.enc > maxLine {
+					return 0, ErrChunkSize // no chunk-size line is that long
 				}
+				return 0, ErrIncomplete
+			}
+			size, err := chunkSize(b[s.enc : s.enc+le])
+			if err != nil {
+				return 0, err
+			}
+			s.enc += le + 1
+			if size == 0 {
+				s.phase = phaseTrailer
+				continue
+			}
+			if int64(s.dec)+size > maxBody || int64(s.enc)+size+2 > maxEncoded {
+				return 0, ErrBodyTooLarge
+			}
+			s.left = size
+			s.phase = phaseData
+		case phaseData:
+			n := int(min(s.left, int64(len(b)-s.enc)))
+			if move && s.dec != s.enc {
+				copy(b[s.dec:], b[s.enc:s.enc+n])
+			}
+			s.dec += n
+			s.enc += n
+			s.left -= int64(n)
+			if s.left > 0 {
+				return 0, ErrIncomplete
+			}
+			s.phase = phaseDataEnd
+		case phaseDataEnd:
+			rest := b[s.enc:]
+			if len(rest) > 0 && rest[0] != '\r' || len(rest) > 1 && rest[1] != '\n' {
+				return 0, ErrChunkData
+			}
+			if len(rest) < 2 {
+				return 0, ErrIncomplete
+			}
+			s.enc += 2
+			s.phase = phaseSize
+		default: // phaseTrailer: field lines up to an empty line
+			le := bytes.IndexByte(b[s.enc:], '\n')
+			if le < 0 {
+				if len(b)-s.enc > maxLine {
+					return 0, ErrTrailer
+				}
+				return 0, ErrIncomplete
+			}
+			line := b[s.enc : s.enc+le]
+			s.enc += le + 1
+			if len(line) == 0 || line[len(line)-1] != '\r' {
+				return 0, ErrLineEnding
+			}
+			line = line[:len(line)-1]
+			if len(line) == 0 {
+				return s.enc, nil
+			}
+			if err := trailerField(line); err != nil {
+				return 0, err
 			}
 		}
-		p += le + 1
-		if size == 0 {
+	}
+}
+
+// chunkSize parses a chunk-size line (without its LF): hex digits, then
+// optional extensions.
+func chunkSize(line []byte) (int64, error) {
+	if len(line) == 0 || line[len(line)-1] != '\r' {
+		return 0, ErrLineEnding
+	}
+	line = line[:len(line)-1]
+	var size int64
+	i := 0
+	for ; i < len(line); i++ {
+		v := unhex(line[i])
+		if v < 0 {
 			break
 		}
-		if int64(bodyLen)+size > maxBody {
-			return 0, 0, ErrBodyTooLarge
+		if i == 15 {
+			return 0, ErrChunkSize
 		}
-		n := int(size)
-		if int64(p+n+2) > maxEncoded {
-			return 0, 0, ErrBodyTooLarge
-		}
-		if len(b)-p < n+2 {
-			return 0, 0, ErrIncomplete
-		}
-		if b[p+n] != '\r' || b[p+n+1] != '\n' {
-			return 0, 0, ErrChunkData
-		}
-		if decode {
-			copy(b[w:], b[p:p+n])
-			w += n
-		}
-		bodyLen += n
-		p += n + 2
+		size = size<<4 | int64(v)
 	}
-	// Trailer section: field lines up to an empty line.
-	for {
-		if int64(p) > maxEncoded {
-			return 0, 0, ErrBodyTooLarge
+	if i == 0 {
+		return 0, ErrChunkSize
+	}
+	if ext := trimOWS(line[i:]); len(ext) > 0 {
+		if ext[0] != ';' {
+			return 0, ErrChunkSize
 		}
-		le := bytes.IndexByte(b[p:], '\n')
-		if le < 0 {
-			if len(b)-p > maxLine {
-				return 0, 0, ErrTrailer
-			}
-			return 0, 0, ErrIncomplete
-		}
-		line := b[p : p+le]
-		p += le + 1
-		if len(line) == 0 || line[len(line)-1] != '\r' {
-			return 0, 0, ErrLineEnding
-		}
-		line = line[:len(line)-1]
-		if len(line) == 0 {
-			return bodyLen, p, nil
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return 0, 0, ErrTrailer
-		}
-		for _, c := range line[:colon] {
-			if !isTchar(c) {
-				return 0, 0, ErrTrailer
+		for _, c := range ext {
+			if !fieldByte[c] {
+				return 0, ErrChunkSize
 			}
 		}
 	}
+	return size, nil
+}
+
+// trailerField checks a trailer field line with the rules of a header
+// field: a token name, no whitespace before the colon, no obsolete line
+// folding, no control characters in the value. A trailer is ignored, but
+// a proxy in front may not ignore it, so what it cannot parse is refused.
+func trailerField(line []byte) error {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return ErrTrailer
+	}
+	for _, c := range line[:colon] {
+		if !isTchar(c) {
+			return ErrTrailer
+		}
+	}
+	for _, c := range line[colon+1:] {
+		if !fieldByte[c] {
+			return ErrTrailer
+		}
+	}
+	return nil
 }
 
 func unhex(c byte) int {
@@ -605,6 +694,17 @@ var tchar = func() (t [256]bool) {
 
 func isTchar(c byte) bool { return tchar[c] }
 
+// fieldByte[c] is true for the bytes a field value (or a chunk extension)
+// may hold: anything but control characters other than HTAB (RFC 9110
+// 5.5; obs-text is allowed). One lookup per byte: this check runs over
+// every header value of every request.
+var fieldByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = (c >= ' ' || c == '\t') && c != 0x7f
+	}
+	return t
+}()
+
 func lower(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
@@ -640,4 +740,31 @@ func equalFoldAny(b []byte, s string) bool {
 
 func hasPrefixFold(b []byte, s string) bool {
 	return len(b) >= len(s) && equalFold(b[:len(s)], s)
+}
+
+// ValidFieldName reports whether s can be a header field name: a
+// non-empty token (RFC 9110 5.1).
+func ValidFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidFieldValue reports whether s can be a header field value: no
+// control characters but horizontal tab (RFC 9110 5.5). A CR or LF in a
+// value written into a response would end the header early: response
+// splitting.
+func ValidFieldValue(s string) bool {
+	for i := range len(s) {
+		if !fieldByte[s[i]] {
+			return false
+		}
+	}
+	return true
 }

@@ -237,14 +237,32 @@ var safe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// plain[c] is true for bytes that need no escaping and start no multi-byte
+// UTF-8 sequence: a string made only of them is copied as it is. Indexed
+// by a byte, the 256-entry table needs no bounds check.
+var plain = func() (t [256]bool) {
+	copy(t[:], safe[:])
+	return t
+}()
+
 const hexDigits = "0123456789abcdef"
 
 // appendString copies runs of bytes that need no escaping in one append;
 // it is generic so string and []byte share one body without conversion.
 func appendString[S string | []byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
+	// Most strings (keys above all) need no escaping: find that out with
+	// one table lookup per byte, and copy them in one append.
+	i := 0
+	for i < len(s) && plain[s[i]] {
+		i++
+	}
+	if i == len(s) {
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	start := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safe[c] {

@@ -58,6 +58,11 @@ func Listen(cpus []int, o Options) (fds []int, port int, err error) {
 		}
 	}()
 	port = o.Port
+	if port != 0 {
+		if err := probeFree(o); err != nil {
+			return nil, 0, err
+		}
+	}
 	for i, cpu := range cpus {
 		fd, err := listenOne(o, port)
 		if err != nil {
@@ -86,17 +91,48 @@ func Listen(cpus []int, o Options) (fds []int, port int, err error) {
 	return fds, port, nil
 }
 
+// probeFree refuses a port on which something already listens. With
+// SO_REUSEPORT, a second process of the same user binding the same port
+// would silently join the first one's group and take a share of its
+// connections (and the CPU steering program would then index a group it
+// did not build). A socket without SO_REUSEPORT cannot bind a port that
+// has a listener (SO_REUSEADDR lets it past connections in TIME_WAIT), so
+// binding one first and closing it tells. Another process could still
+// start listening between the probe and our own bind; that window is the
+// few system calls of Listen.
+func probeFree(o Options) error {
+	addr, family, sa := sockaddr(o.Addr, o.Port)
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("reuseport: probe socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fmt.Errorf("reuseport: probe setsockopt SO_REUSEADDR: %w", err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		if err == unix.EADDRINUSE {
+			return fmt.Errorf("reuseport: %s: address already in use (another process listens on the port; not joining its SO_REUSEPORT group)", netip.AddrPortFrom(addr, uint16(o.Port)))
+		}
+		return fmt.Errorf("reuseport: probe bind %s: %w", netip.AddrPortFrom(addr, uint16(o.Port)), err)
+	}
+	return nil
+}
+
+// sockaddr returns the address to bind (0.0.0.0 for the zero Addr), its
+// socket family and its sockaddr.
+func sockaddr(a netip.Addr, port int) (netip.Addr, int, unix.Sockaddr) {
+	if !a.IsValid() {
+		a = netip.IPv4Unspecified()
+	}
+	if a.Is6() && !a.Is4In6() {
+		return a, unix.AF_INET6, &unix.SockaddrInet6{Port: port, Addr: a.As16()}
+	}
+	return a, unix.AF_INET, &unix.SockaddrInet4{Port: port, Addr: a.As4()}
+}
+
 func listenOne(o Options, port int) (fd int, err error) {
-	addr := o.Addr
-	if !addr.IsValid() {
-		addr = netip.IPv4Unspecified()
-	}
-	family := unix.AF_INET
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: port, Addr: addr.As4()}
-	if addr.Is6() && !addr.Is4In6() {
-		family = unix.AF_INET6
-		sa = &unix.SockaddrInet6{Port: port, Addr: addr.As16()}
-	}
+	addr, family, sa := sockaddr(o.Addr, port)
 	fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("socket: %w", err)

@@ -1,6 +1,8 @@
 package reuseport
 
 import (
+	"net/netip"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -126,5 +128,36 @@ func TestListen(t *testing.T) {
 	}
 	if _, _, err := Listen(nil, Options{}); err == nil {
 		t.Error("Listen with no CPUs succeeded")
+	}
+}
+
+// TestListenRefusesTakenPort checks that a second group on a port that
+// already has one (another process of the same user, say) is refused
+// instead of silently joining the first group, and that the port can be
+// used again once the first group is closed.
+func TestListenRefusesTakenPort(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	first, port, err := Listen([]int{0}, Options{Addr: lo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []netip.Addr{lo, {}} {
+		fds, _, err := Listen([]int{0}, Options{Addr: addr, Port: port})
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("second group on %v port %d: %v, want address already in use", addr, port, err)
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	for _, fd := range first {
+		unix.Close(fd)
+	}
+	again, _, err := Listen([]int{0}, Options{Addr: lo, Port: port})
+	if err != nil {
+		t.Fatalf("port %d after the first group closed: %v", port, err)
+	}
+	for _, fd := range again {
+		unix.Close(fd)
 	}
 }

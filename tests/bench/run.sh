@@ -10,14 +10,21 @@
 # tests/peers/fixedload) and heap allocations per request (the Go benchmark
 # of the request path, and the server's own runtime.MemStats over a run).
 #
-# Targets (reported, never asserted): >= 1.25x fasthttp in both columns,
-# >= 1.0x the minimal epoll responder pipelined, 0 allocations and <= 2.1
-# system calls per request.
+# The floor is cfloor (tests/peers/cfloor/floor.c, built here with gcc): a
+# minimal epoll responder in C that only counts requests and sends canned
+# responses, i.e. the cost of the system calls and the TCP stack. Every
+# server's CPU per request is also reported as a ratio to it.
+#
+# Targets (reported, never asserted): server CPU per request at most 1.10x
+# cfloor plain and 1.5x pipelined, >= nginx plain, >= 1.25x fasthttp in
+# both columns, 0 allocations and <= 2.1 system calls per request.
 #
 # Usage: tests/bench/run.sh      (make bench)
 # Env:   ROUNDS=3 DURATION=5s CONNS=256 DEPTH=16 SERVER_CPU=0 CLIENT_CPU=1
-#        PEERS="hotpath fasthttp nethttp nginx epoll"
+#        PEERS="hotpath cfloor fasthttp nethttp nginx epoll"
 #        KEEP=1 keeps the work directory (wrk output, strace summaries, logs)
+#        BASELINE=<git revision> also builds that revision's hotpath-json and
+#        runs it as the peer "baseline": before/after in the same run
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -26,7 +33,7 @@ CONNS=${CONNS:-256}
 DEPTH=${DEPTH:-16}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
-PEERS=${PEERS:-"hotpath fasthttp nethttp nginx epoll"}
+PEERS=${PEERS:-"hotpath cfloor fasthttp nethttp nginx epoll"}
 BASE_PORT=${BASE_PORT:-18480}
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,6 +60,7 @@ need wrk
 need taskset util-linux
 need strace
 need go golang
+need gcc build-essential
 
 if ! command -v nginx >/dev/null 2>&1; then
 	log "nginx not installed: skipping it (apt-get install nginx-light)"
@@ -65,10 +73,17 @@ log "building into $WORK"
 	go build -o "$WORK/nethttp" ./nethttp &&
 	go build -o "$WORK/epoll" ./epoll &&
 	go build -o "$WORK/fixedload" ./fixedload)
+gcc -O2 -Wall -o "$WORK/cfloor" "$ROOT/tests/peers/cfloor/floor.c"
+if [[ -n ${BASELINE:-} ]]; then
+	git -C "$ROOT" worktree add -q --detach "$WORK/baseline-src" "$BASELINE"
+	(cd "$WORK/baseline-src" && go build -o "$WORK/baseline" ./server/cmd/hotpath-json)
+	git -C "$ROOT" worktree remove --force "$WORK/baseline-src"
+	[[ " $PEERS " == *" baseline "* ]] || PEERS="$PEERS baseline"
+fi
 
 port_of() {
 	local i=0 p
-	for p in hotpath fasthttp nethttp nginx epoll; do
+	for p in hotpath fasthttp nethttp nginx epoll cfloor baseline; do
 		[[ $p == "$1" ]] && { echo $((BASE_PORT + i)); return; }
 		i=$((i + 1))
 	done
@@ -81,11 +96,11 @@ start_server() {
 	port=$(port_of "$name")
 	shift
 	case $name in
-	hotpath)
-		taskset -c "$SERVER_CPU" "$WORK/hotpath" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" "$@" \
+	hotpath | baseline)
+		taskset -c "$SERVER_CPU" "$WORK/$name" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" "$@" \
 			2>"$WORK/$name.log" &
 		;;
-	fasthttp | nethttp | epoll)
+	fasthttp | nethttp | epoll | cfloor)
 		taskset -c "$SERVER_CPU" "$WORK/$name" -addr "127.0.0.1:$port" 2>"$WORK/$name.log" &
 		;;
 	nginx)
@@ -118,6 +133,10 @@ stop_server() {
 
 # cpu_ticks PID: user+system clock ticks the process has used so far.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# ctx_switches PID: context switches of all the process's threads so far;
+# on the one server CPU every one of them is an interruption of the server
+# (the Go runtime's sysmon and scheduler hand-offs show up here).
+ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 TCK=$(getconf CLK_TCK)
 
 # wrk_run NAME MODE -> prints "req/s p99_ms requests"
@@ -145,7 +164,7 @@ wrk_run() {
 
 median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-declare -A RPS P99 CPU
+declare -A RPS P99 CPU CTX
 read -r -a peers <<<"$PEERS"
 n=${#peers[@]}
 load=$(cut -d' ' -f1 /proc/loadavg)
@@ -160,8 +179,11 @@ for ((round = 0; round < ROUNDS; round++)); do
 		taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$(port_of "$name")/json" >/dev/null # warm-up
 		for mode in plain pipelined; do
 			t0=$(cpu_ticks "$SERVER_PID")
+			c0=$(ctx_switches "$SERVER_PID")
 			read -r rps p99 total < <(wrk_run "$name" "$mode")
 			t1=$(cpu_ticks "$SERVER_PID")
+			c1=$(ctx_switches "$SERVER_PID")
+			CTX[$name.$mode]+=" $(awk -v d=$((c1 - c0)) -v n="$total" 'BEGIN { if (n > 0) printf "%.2f", d * 1000 / n; else print 0 }')"
 			# Server CPU time per request: what the server spends, even when
 			# the single wrk thread is what limits req/s.
 			cpu=$(awk -v d=$((t1 - t0)) -v n="$total" -v hz="$TCK" 'BEGIN { if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print 0 }')
@@ -250,9 +272,25 @@ for name in "${peers[@]}"; do
 			n, r(hp, pp), r(hq, pq), r(pc, hc), r(pd, hd) }'
 done
 echo
+echo "context switches of the server's threads per 1000 requests (plain, pipelined):"
+for name in "${peers[@]}"; do
+	printf '  %-9s %8.2f %8.2f\n' "$name" "$(echo "${CTX[$name.plain]:-}" | median)" "$(echo "${CTX[$name.pipelined]:-}" | median)"
+done
+if [[ " ${peers[*]} " == *" cfloor "* ]]; then
+	echo
+	echo "server CPU per request against the C floor (cfloor = 1.00: the system calls and the TCP stack alone):"
+	for name in "${peers[@]}"; do
+		awk -v n="$name" -v fp="${MED[cfloor.plain.cpu]}" -v fq="${MED[cfloor.pipelined.cpu]}" \
+			-v p="${MED[$name.plain.cpu]}" -v q="${MED[$name.pipelined.cpu]}" \
+			'function r(a, b) { return b > 0 ? a / b : 0 }
+			BEGIN { printf "  %-9s plain %5.2fx   pipelined %5.2fx\n", n, r(p, fp), r(q, fq) }'
+	done
+fi
+echo
 echo "allocations per request: Go benchmark BenchmarkRequestPath ${bench_allocs:-?} allocs/op;"
 echo "  server MemStats over a $DURATION wrk run: ${run_allocs:-?} (${run_line#*stats }; includes per-connection setup)"
 echo
 echo "cpu us/r is the server's user+system CPU time per request during the run: when the one wrk"
 echo "thread saturates its CPU (the plain column, usually), req/s measures wrk and cpu us/r the server."
-echo "targets: >= 1.25x fasthttp both columns, >= 1.0x epoll pipelined, 0 allocs/request, <= 2.1 syscalls/request"
+echo "targets: cpu/request <= 1.10x cfloor plain and <= 1.5x pipelined, <= nginx plain, >= 1.25x fasthttp both columns,"
+echo "  0 allocs/request, <= 2.1 syscalls/request"

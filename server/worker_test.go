@@ -1,0 +1,127 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hotpath-dev/hotpath/server/reuseport"
+)
+
+// TestCloseIdempotent makes EPOLL_CTL_MOD fail in flush (the connection's
+// socket is not in the epoll set the worker uses at that moment) with a
+// request waiting in the buffer. The failure closes the connection; flush
+// must then stop, not serve the request on the closed connection and close
+// it again (which freed its slot twice, so that two later connections
+// shared one slot).
+func TestCloseIdempotent(t *testing.T) {
+	s := New(Config{Log: io.Discard})
+	s.Handle("GET", "/json", func(c *Ctx) { c.Text("x") })
+	fds, _, err := reuseport.Listen([]int{0}, reuseport.Options{Addr: netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWorker(s, 0, 0, fds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		w.closeFDs()
+		unix.Close(w.evfd)
+	}()
+	w.tick()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pair[1])
+	c := w.addConn(pair[0], true)
+	if c == nil {
+		t.Fatal("addConn failed")
+	}
+	w.setPending(c, []byte("pending"))
+	c.state = stateWriting
+	c.in = append(c.in, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n"...)
+
+	other, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(other)
+	w.epfd, other = other, w.epfd
+	w.flush(c)
+	w.epfd, other = other, w.epfd
+
+	if w.nconns != 0 || len(w.free) != 1 || c.fd != -1 {
+		t.Fatalf("after the failed flush: %d connections, free slots %v, fd %d; want 0, one slot, -1", w.nconns, w.free, c.fd)
+	}
+	if n := w.requests.Load(); n != 0 {
+		t.Errorf("%d requests served on the closed connection", n)
+	}
+	w.closeConn(c)
+	if w.nconns != 0 || len(w.free) != 1 {
+		t.Errorf("after a second close: %d connections, free slots %v", w.nconns, w.free)
+	}
+	if w.held != int64(s.cfg.ReadBufferSize) || w.extra != 0 {
+		t.Errorf("accounting after close: held %d extra %d, want the one spare input buffer", w.held, w.extra)
+	}
+}
+
+// TestTimeoutsIgnoreWallClock steps the wall clock the worker sees by
+// three hours forward and then back. The Date header must follow it;
+// timeouts (2 s idle here) must not: a keep-alive connection stays open
+// and keeps being served.
+func TestTimeoutsIgnoreWallClock(t *testing.T) {
+	cfg := DefaultConfig()
+	cpus, err := affinityCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr, cfg.Port, cfg.CPUs, cfg.Log = "127.0.0.1", 0, cpus[:1], io.Discard
+	cfg.IdleTimeout, cfg.HeaderTimeout = 2*time.Second, 2*time.Second
+	s := New(cfg)
+	var step atomic.Int64
+	s.wallClock = func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
+	s.Handle("GET", "/json", func(c *Ctx) { c.Text("x") })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.Port()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for _, d := range []time.Duration{0, 3 * time.Hour, -3 * time.Hour} {
+		step.Store(int64(d))
+		time.Sleep(1200 * time.Millisecond) // a timeout scan runs
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte("GET /json HTTP/1.1\r\nHost: x\r\n\r\n"))
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("wall clock stepped by %v: %v (connection timed out?)", d, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off := date.Sub(time.Now().Add(d)); off < -3*time.Second || off > 3*time.Second {
+			t.Errorf("wall clock stepped by %v: Date %v is %v off it", d, date, off)
+		}
+	}
+}
