@@ -154,7 +154,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	// Validate the configuration before spending time on builds.
+	// Validate the configuration before spending time on builds. The
+	// command line may add words after the policy's, never mitigation
+	// parameters that would override its mitigations=off.
+	if err := kernelconfig.CheckExtraCmdline(o.Cmdline); err != nil {
+		return nil, err
+	}
 	effective, err := checkConfig(o.InitConfig, o.Cmdline)
 	if err != nil {
 		return nil, err

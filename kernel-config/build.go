@@ -289,15 +289,15 @@ func verify(tree string, reqs []Requirement, cfg *Config, path string) error {
 	return &PolicyError{Violations: vs, Config: path}
 }
 
-// withImage applies the per-image values to the requirements. They may
-// replace the policy's CMDLINE: the full line starts with the policy's by
-// construction (Build appends to it), which is what the policy asks for.
+// withImage applies the per-image values to the requirements. The policy's
+// CMDLINE is kept beside the image's: Check holds the final line to both
+// (it must start with the policy's and override none of its mitigations).
 func withImage(reqs []Requirement, image *Fragment) []Requirement {
 	out := append([]Requirement(nil), reqs...)
 	for _, r := range image.Requirements {
 		replaced := false
 		for i := range out {
-			if out[i].Symbol == r.Symbol {
+			if out[i].Symbol == r.Symbol && r.Symbol != "CMDLINE" {
 				r.Why = out[i].Why + " (" + r.Why + ")"
 				out[i], replaced = r, true
 			}
@@ -364,6 +364,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	if strings.ContainsAny(o.Cmdline, "\n\r\x00") {
 		return nil, fmt.Errorf("kernel command line %q: must be one line", o.Cmdline)
+	}
+	if err := CheckExtraCmdline(o.Cmdline); err != nil {
+		return nil, err
 	}
 	var initrdSum string
 	if o.Initramfs != "" {

@@ -16,6 +16,9 @@ const (
 	Missing
 	// Mismatch: the option is on with a different value.
 	Mismatch
+	// Overridden: the built-in command line does not start with the
+	// required one, or later words override a mitigation.
+	Overridden
 )
 
 func (k ViolationKind) String() string {
@@ -26,6 +29,8 @@ func (k ViolationKind) String() string {
 		return "required option missing"
 	case Mismatch:
 		return "value mismatch"
+	case Overridden:
+		return "command line overridden"
 	}
 	return "unknown"
 }
@@ -35,6 +40,8 @@ type Violation struct {
 	Requirement
 	Kind ViolationKind
 	Got  string // raw value found; NotSet; "" when the symbol is absent
+	// Detail says why an Overridden command line fails.
+	Detail string
 	// Deps are the Kconfig conditions of the symbol that are not met in the
 	// checked config (filled by Explain; empty when unknown).
 	Deps []Dep
@@ -58,6 +65,8 @@ func (v Violation) Error() string {
 		fmt.Fprintf(&b, "%s: CONFIG_%s is %s, but %s requires %s", v.Kind, v.Symbol, state, v.Where(), v.Requirement)
 	case Mismatch:
 		fmt.Fprintf(&b, "%s: %s, but %s requires %s", v.Kind, Line(v.Symbol, v.Got), v.Where(), v.Requirement)
+	case Overridden:
+		fmt.Fprintf(&b, "%s: %s requires %s: %s", v.Kind, v.Where(), v.Requirement, v.Detail)
 	}
 	if v.Undefined {
 		b.WriteString(" (no Kconfig file of this tree defines it: renamed or removed in this version?)")
@@ -70,12 +79,21 @@ func (v Violation) Error() string {
 
 // Check compares a final .config with the requirements. It is a pure
 // function so that the policy can be tested on small fixtures.
+//
+// CMDLINE is the one requirement that is a prefix, not a value: an image
+// appends its own words to the policy's command line, so the final line
+// must start with the required one and no appended word may name a
+// mitigation parameter (CheckCmdline).
 func Check(reqs []Requirement, got *Config) []Violation {
 	var out []Violation
 	for _, r := range reqs {
 		val, present := got.Get(r.Symbol)
 		on := present && val != NotSet && val != ""
 		switch {
+		case r.Symbol == "CMDLINE" && r.Value != NotSet && on:
+			if err := CheckCmdline(Unquote(r.Value), Unquote(val)); err != nil {
+				out = append(out, Violation{Requirement: r, Kind: Overridden, Got: val, Detail: err.Error()})
+			}
 		case r.Value == NotSet:
 			if on {
 				out = append(out, Violation{Requirement: r, Kind: Forbidden, Got: val})

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/hotpath-dev/hotpath/init/report"
+	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
 )
 
 // nicSteps are the init's NIC tuning steps; on virtio-net each must be
@@ -142,8 +143,16 @@ func CheckPolicy(f *report.Facts) []error {
 	if f.Seccomp {
 		bad("seccomp present (Seccomp: in /proc/self/status)")
 	}
-	if !slices.Contains(strings.Fields(f.Cmdline), "mitigations=off") {
+	// Linux reads the words in order and the last one wins: mitigations=off
+	// must be there, and no mitigation parameter may say anything else.
+	words := strings.Fields(f.Cmdline)
+	if !slices.Contains(words, "mitigations=off") {
 		bad("kernel command line %q lacks mitigations=off", f.Cmdline)
+	}
+	for _, w := range words {
+		if w != "mitigations=off" && kernelconfig.IsRefusedParam(w) {
+			bad("kernel command line %q: %s overrides mitigations=off", f.Cmdline, w)
+		}
 	}
 	return errs
 }

@@ -98,6 +98,8 @@ func TestChecksCatchViolations(t *testing.T) {
 		{"modules", func(r *report.Report) { r.Facts.Modules = true }, "modules"},
 		{"seccomp", func(r *report.Report) { r.Facts.Seccomp = true }, "seccomp"},
 		{"cmdline", func(r *report.Report) { r.Facts.Cmdline = "console=ttyS0" }, "mitigations=off"},
+		{"cmdline mitigations=auto last", func(r *report.Report) { r.Facts.Cmdline += " panic=10 mitigations=auto" }, "mitigations=auto overrides mitigations=off"},
+		{"cmdline spectre_v2=on", func(r *report.Report) { r.Facts.Cmdline += " spectre-v2=on" }, "spectre-v2=on overrides"},
 		{"cubic", func(r *report.Report) { r.Facts.Sysctls["net.ipv4.tcp_congestion_control"] = "cubic" }, "tcp_congestion_control"},
 		{"busy poll off", func(r *report.Report) { r.Facts.Sysctls["net.core.busy_poll"] = "0" }, "busy_poll"},
 		{"busy poll unreadable", func(r *report.Report) {
