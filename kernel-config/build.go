@@ -194,6 +194,12 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A symbol no supported tree defines is a typo in a fragment; one only
+	// another tree defines is reported and not counted.
+	absent, err := verifyDefined(src.Tree, reqs)
+	if err != nil {
+		return nil, err
+	}
 	tc, err := DetectToolchain(ctx)
 	if err != nil {
 		return nil, err
@@ -216,7 +222,7 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 			if err := verify(src.Tree, reqs, cfg, merged); err != nil {
 				return nil, err
 			}
-			return newConfigured(src, tc, reqs, cfg, string(text)), nil
+			return newConfigured(src, tc, reqs, absent, cfg, string(text)), nil
 		}
 	}
 	logf := filepath.Join(dir, "config.log")
@@ -249,17 +255,17 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err := verify(src.Tree, reqs, cfg, merged); err != nil {
 		return nil, err
 	}
-	return newConfigured(src, tc, reqs, cfg, string(text)), nil
+	return newConfigured(src, tc, reqs, absent, cfg, string(text)), nil
 }
 
-func newConfigured(src *Source, tc Toolchain, reqs []Requirement, cfg *Config, text string) *Configured {
+func newConfigured(src *Source, tc Toolchain, reqs []Requirement, absent []Absent, cfg *Config, text string) *Configured {
 	c := &Configured{
 		Source:       src,
 		Toolchain:    tc,
 		Requirements: reqs,
 		Config:       text,
 		ConfigSHA256: sha256Hex([]byte(text)),
-		Summary:      Summary(reqs),
+		Summary:      Summary(reqs, absent),
 	}
 	c.Key = Key(src.ID, c.Config, tc.Full)
 	if v, ok := cfg.Get("CMDLINE"); ok {

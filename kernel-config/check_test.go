@@ -168,7 +168,7 @@ func TestSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs, _ := Requirements(frags)
-	s := Summary(reqs)
+	s := Summary(reqs, nil)
 	for _, want := range []string{"policy verified", "base.config", "policy.config", "AUDIT", "NETFILTER", "CPU_MITIGATIONS", `DEFAULT_TCP_CONG="reno"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
