@@ -24,13 +24,18 @@ HOTPATH_KERNEL = $(GO) run ./kernel-config/cmd/hotpath-kernel
 # so that their progress (image builds, accelerator, boot times) streams.
 UNIT_PKGS = $$($(GO) list ./... | grep -v '/tests/e2e$$')
 
-.PHONY: all deps deps-bench kernel image run test vet unit e2e packer-test \
+.PHONY: all deps deps-test deps-bench kernel image run test vet unit e2e packer-test \
 	packer-generate-check plugin bench bench-vm
 
 all: image
 
 deps:
 	@image/deps.sh build test
+
+# The tests need root (network namespaces, taps, QEMU on a tap): without it
+# this stops first, before any build, with the reason.
+deps-test:
+	@image/deps.sh root build test
 
 deps-bench:
 	@image/deps.sh build test bench
@@ -44,21 +49,25 @@ image: deps
 run: image
 	$(HOTPATH_IMAGE) run -disk $(OUT)/hotpath.img
 
-test: deps vet kernel unit e2e packer-test packer-generate-check
+test: deps-test vet kernel unit e2e packer-test packer-generate-check
 
 vet:
 	$(GO) vet ./...
 	cd tests/peers && $(GO) vet ./...
 	cd packer && $(GO) vet ./...
 
-unit: deps
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
+# -json through tests/testsum: the usual quiet output (failures in full),
+# then every skipped test with its reason, so a skip is never invisible. It
+# exits non-zero on any failure it reads (sh has no pipefail).
+unit: deps-test
+	$(GO) build -o $(OUT)/testsum ./tests/testsum
+	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS) | $(OUT)/testsum
 
-e2e: deps kernel
+e2e: deps-test kernel
 	$(GO) test -v -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/
 
 # The plugin is its own module (the Packer and AWS SDKs stay out of go.mod).
-packer-test: deps kernel
+packer-test: deps-test kernel
 	cd packer && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The HCL2 specs are generated (packer-sdc, pinned in packer/go.mod); a

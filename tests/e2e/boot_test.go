@@ -38,7 +38,7 @@ func requireE2E(t *testing.T) {
 		t.Skip("boots QEMU guests; skipped in -short mode")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, tap devices)")
+		t.Fatal("needs root (network namespaces, tap devices): run as root, or with -short to skip")
 	}
 	for _, f := range []string{vm.DefaultOVMFCode, vm.DefaultOVMFVars} {
 		if _, err := os.Stat(f); err != nil {
