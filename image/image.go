@@ -180,6 +180,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		SourceDateEpoch: epoch,
 		Go: manifest.Toolchain{
 			Version: tc.GoVersion, Compiler: tc.Compiler, GOAMD64: tc.GOAMD64, Flags: tc.Flags, Env: tc.Env,
+			GOFLAGS: tc.GOFLAGS, GOEXPERIMENT: tc.GOEXPERIMENT,
 		},
 	}
 	initBin, err := o.program(ctx, "init", o.Init, InitPath, filepath.Join(work, "init"), &m.Init, logf)
