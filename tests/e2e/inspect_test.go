@@ -77,6 +77,10 @@ func TestInspect(t *testing.T) {
 		conns = append(conns, c)
 	}
 	t.Logf("inspector: kernel %s, %d files, errors %v, process %+v, connections %+v", snap.Release, len(snap.Files), snap.Errors, snap.Process, conns)
+	if truth, err := FactsFromSnapshot(&snap, exp.Addr); err == nil {
+		b, _ := json.Marshal(truth)
+		t.Logf("the inspector's facts (expected %+v): %s", exp, b)
+	}
 	t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(rep, cpus)) })
 	t.Run("inspect", func(t *testing.T) { reportErrs(t, CompareInspection(exp, rep, &snap, conns)) })
 	t.Run("dhcp", func(t *testing.T) {
