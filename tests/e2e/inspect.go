@@ -27,6 +27,9 @@ type Expectation struct {
 	MTU     int    // its interface MTU option
 	Kernel  string // the manifest's kernel version, e.g. 6.1.192
 	Cmdline string // the manifest's full built-in command line
+	// Config is the manifest's effective init configuration (nic.coalesce,
+	// nic.rx_usecs, nic.tx_usecs are read from it).
+	Config map[string]string
 }
 
 // Network is the lease part of the expectation, for CheckLocality.
@@ -78,6 +81,12 @@ func CompareInspection(exp Expectation, rep *report.Report, s *inspector.Snapsho
 		}
 	}
 
+	if truth.NIC != nil {
+		for _, err := range checkModeration(exp.Config, rep, truth.NIC.Coalesce) {
+			bad("inspector: %v", err)
+		}
+	}
+
 	p := s.Process
 	if w := rep.Workload; w == nil {
 		bad("the boot report names no workload, the inspector runs as pid %d", p.PID)
@@ -111,6 +120,28 @@ func CompareInspection(exp Expectation, rep *report.Report, s *inspector.Snapsho
 		}
 	}
 	return errs
+}
+
+// checkModeration checks the interrupt moderation the inspector reads
+// (ethtool -c) against the image's configuration, where the init says it
+// applied it: adaptive RX on, or the static rx/tx usecs (the fallback of
+// nic.coalesce=adaptive on a driver without adaptive moderation).
+func checkModeration(cfg map[string]string, rep *report.Report, c map[string]string) []error {
+	s, ok := rep.Step("nic-coalesce")
+	if !ok || s.Status != report.Applied {
+		return nil // skipped with a reason (CheckReport), or failed
+	}
+	adaptive := c["adaptive_rx"] == "1"
+	static := c["rx_usecs"] == cfg["nic.rx_usecs"] && c["tx_usecs"] == cfg["nic.tx_usecs"]
+	switch mode := cfg["nic.coalesce"]; {
+	case mode == "adaptive" && !adaptive && !static:
+		return []error{fmt.Errorf("interrupt moderation %s: nic-coalesce applied, but neither adaptive RX nor rx/tx usecs %s/%s (nic.coalesce=adaptive)",
+			sortedMap(c), cfg["nic.rx_usecs"], cfg["nic.tx_usecs"])}
+	case mode == "static" && !static:
+		return []error{fmt.Errorf("interrupt moderation %s: nic-coalesce applied, but not rx/tx usecs %s/%s (nic.coalesce=static)",
+			sortedMap(c), cfg["nic.rx_usecs"], cfg["nic.tx_usecs"])}
+	}
+	return nil
 }
 
 // FactsFromSnapshot reads, from the inspector's raw snapshot, the facts

@@ -58,7 +58,7 @@ func TestInspect(t *testing.T) {
 	exp := Expectation{
 		CPUs: cpus, Queues: cpus, // vm.Config gives one queue pair per vCPU
 		Addr: fmt.Sprintf("%s/%d", dc.ClientIP, ones), Gateway: dc.Router.String(), MTU: int(dc.MTU),
-		Kernel: m.Kernel.Version, Cmdline: m.Kernel.Cmdline,
+		Kernel: m.Kernel.Version, Cmdline: m.Kernel.Cmdline, Config: m.InitConfig.Effective,
 	}
 
 	// Fresh connections, so that each is accepted (and described) anew.

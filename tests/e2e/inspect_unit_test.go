@@ -195,6 +195,12 @@ func TestCompareInspectionDisagrees(t *testing.T) {
 		{"connection cpu", func(e *Expectation, r *report.Report, s *inspector.Snapshot, c []inspector.Conn) {
 			c[1].IncomingCPU = 5
 		}, "inspector: connection 10.77.0.1:40001 arrived on CPU 5, the guest has 2"},
+		{"moderation not applied", func(e *Expectation, r *report.Report, s *inspector.Snapshot, c []inspector.Conn) {
+			e.Config = map[string]string{"nic.coalesce": "adaptive", "nic.rx_usecs": "20", "nic.tx_usecs": "64"}
+			r.Steps[6].Status, r.Steps[6].Reason = report.Applied, ""
+			s.Links[1].Coalesce = map[string]int64{"adaptive_rx": 0, "rx_usecs": 0, "tx_usecs": 0}
+			r.Facts.NIC.Coalesce = map[string]string{"adaptive_rx": "0", "rx_usecs": "0", "tx_usecs": "0"}
+		}, "inspector: interrupt moderation {adaptive_rx=\"0\", rx_usecs=\"0\", tx_usecs=\"0\"}: nic-coalesce applied, but neither adaptive RX nor rx/tx usecs 20/64"},
 		{"coalesce", func(e *Expectation, r *report.Report, s *inspector.Snapshot, c []inspector.Conn) {
 			s.Links[1].Coalesce = map[string]int64{"adaptive_rx": 0}
 			r.Facts.NIC.Coalesce = map[string]string{"adaptive_rx": "1"}
@@ -243,5 +249,36 @@ func TestCheckLeaseLog(t *testing.T) {
 				t.Errorf("errors %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckModeration: the moderation read back must be what the step
+// claims to have applied; a skipped step is not judged here.
+func TestCheckModeration(t *testing.T) {
+	cfg := map[string]string{"nic.coalesce": "adaptive", "nic.rx_usecs": "20", "nic.tx_usecs": "64"}
+	applied := goodReport()
+	applied.Steps[6].Status = report.Applied
+	for _, tc := range []struct {
+		name string
+		rep  *report.Report
+		mode string
+		c    map[string]string
+		bad  bool
+	}{
+		{"adaptive on", applied, "adaptive", map[string]string{"adaptive_rx": "1", "rx_usecs": "0", "tx_usecs": "0"}, false},
+		{"adaptive fell back to static", applied, "adaptive", map[string]string{"adaptive_rx": "0", "rx_usecs": "20", "tx_usecs": "64"}, false},
+		{"adaptive nothing", applied, "adaptive", map[string]string{"adaptive_rx": "0", "rx_usecs": "0", "tx_usecs": "64"}, true},
+		{"static", applied, "static", map[string]string{"adaptive_rx": "0", "rx_usecs": "20", "tx_usecs": "64"}, false},
+		{"static wrong", applied, "static", map[string]string{"adaptive_rx": "1", "rx_usecs": "8", "tx_usecs": "64"}, true},
+		{"skipped", goodReport(), "adaptive", map[string]string{"adaptive_rx": "0"}, false},
+	} {
+		c := map[string]string{}
+		for k, v := range cfg {
+			c[k] = v
+		}
+		c["nic.coalesce"] = tc.mode
+		if errs := checkModeration(c, tc.rep, tc.c); (len(errs) > 0) != tc.bad {
+			t.Errorf("%s: %v, want bad=%v", tc.name, errs, tc.bad)
+		}
 	}
 }
