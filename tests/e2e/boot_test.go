@@ -111,6 +111,9 @@ func TestAppliance(t *testing.T) {
 					Addr: vm.GuestAddr + "/24", Gateway: vm.HostAddr, MTU: vm.GuestMTU,
 				}))
 			})
+			t.Run("dhcp", func(t *testing.T) {
+				reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
+			})
 			t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
 		})
 	}
