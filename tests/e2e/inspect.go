@@ -79,9 +79,6 @@ func CompareInspection(exp Expectation, rep *report.Report, s *inspector.Snapsho
 			bad("inspector: ethtool channels of %s: %d combined of %d, want %d of %d (QEMU queues=%d)",
 				l.Name, c.Combined, c.MaxCombined, exp.Queues, exp.Queues, exp.Queues)
 		}
-	}
-
-	if truth.NIC != nil {
 		for _, err := range checkModeration(exp.Config, rep, truth.NIC.Coalesce) {
 			bad("inspector: %v", err)
 		}
