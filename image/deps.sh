@@ -3,8 +3,11 @@
 # machine. It is idempotent: a package already installed is not touched, and
 # nothing at all happens when everything is present.
 #
-# usage: image/deps.sh [build] [test] [bench]   (default: build test)
+# usage: image/deps.sh [root] [build] [test] [bench]   (default: build test)
 #
+#   root   not a package: fail unless run as root, first and whatever is
+#          installed (`make test` and .ci/run: the namespace, tap and QEMU
+#          tests need root, and a run without it must not look green)
 #   build  linux-source-6.1                the kernel source the appliance kernel is built from
 #          build-essential bc bison flex   the kernel's build tools (make, gcc, Kconfig parsers)
 #          libelf-dev libssl-dev           objtool and the kernel's certificate tools link these
@@ -23,10 +26,16 @@ groups="${*:-build test}"
 want=""
 for g in $groups; do
 	case "$g" in
+	root)
+		if [ "$(id -u)" != 0 ]; then
+			echo "deps.sh: the tests need root (network namespaces, tap devices, QEMU on a tap); run as root" >&2
+			exit 1
+		fi
+		;;
 	build) want="$want linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
 	test) want="$want qemu-system-x86 ovmf iproute2 strace dosfstools gdisk" ;;
 	bench) want="$want wrk nginx-light strace" ;;
-	*) echo "deps.sh: unknown group '$g' (want build, test or bench)" >&2; exit 2 ;;
+	*) echo "deps.sh: unknown group '$g' (want root, build, test or bench)" >&2; exit 2 ;;
 	esac
 done
 

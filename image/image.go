@@ -154,7 +154,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	// Validate the configuration before spending time on builds.
+	// Validate the configuration before spending time on builds. The
+	// command line may add words after the policy's, never mitigation
+	// parameters that would override its mitigations=off.
+	if err := kernelconfig.CheckExtraCmdline(o.Cmdline); err != nil {
+		return nil, err
+	}
 	effective, err := checkConfig(o.InitConfig, o.Cmdline)
 	if err != nil {
 		return nil, err
@@ -178,6 +183,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		SourceDateEpoch: epoch,
 		Go: manifest.Toolchain{
 			Version: tc.GoVersion, Compiler: tc.Compiler, GOAMD64: tc.GOAMD64, Flags: tc.Flags, Env: tc.Env,
+			GOFLAGS: tc.GOFLAGS, GOEXPERIMENT: tc.GOEXPERIMENT,
 		},
 	}
 	initBin, err := o.program(ctx, "init", o.Init, InitPath, filepath.Join(work, "init"), &m.Init, logf)

@@ -259,6 +259,25 @@ func TestBuildRefuses(t *testing.T) {
 	}
 }
 
+// TestBuildRefusesMitigationParams: every listed mitigation parameter in
+// -cmdline stops the build before anything is built, with an error that
+// names the word and the policy.
+func TestBuildRefusesMitigationParams(t *testing.T) {
+	mod := fixtures(t)
+	for _, name := range kernelconfig.RefusedParams {
+		word := name + "=on"
+		o := options(t, mod, standInKernel(t))
+		o.Cmdline = "hotpath.workload.port=8080 " + word
+		_, err := Build(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), word+" would override the policy's mitigations=off") {
+			t.Errorf("-cmdline %q: err = %v", o.Cmdline, err)
+		}
+		if _, err := os.Stat(filepath.Join(o.Out, DiskFile)); err == nil {
+			t.Errorf("-cmdline %q: a refused build left a disk behind", o.Cmdline)
+		}
+	}
+}
+
 func TestPrebuiltWorkload(t *testing.T) {
 	mod := fixtures(t)
 	bin := filepath.Join(t.TempDir(), "my-server")

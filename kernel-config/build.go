@@ -194,6 +194,12 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A symbol no supported tree defines is a typo in a fragment; one only
+	// another tree defines is reported and not counted.
+	absent, err := verifyDefined(src.Tree, reqs)
+	if err != nil {
+		return nil, err
+	}
 	tc, err := DetectToolchain(ctx)
 	if err != nil {
 		return nil, err
@@ -216,7 +222,7 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 			if err := verify(src.Tree, reqs, cfg, merged); err != nil {
 				return nil, err
 			}
-			return newConfigured(src, tc, reqs, cfg, string(text)), nil
+			return newConfigured(src, tc, reqs, absent, cfg, string(text)), nil
 		}
 	}
 	logf := filepath.Join(dir, "config.log")
@@ -249,17 +255,17 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err := verify(src.Tree, reqs, cfg, merged); err != nil {
 		return nil, err
 	}
-	return newConfigured(src, tc, reqs, cfg, string(text)), nil
+	return newConfigured(src, tc, reqs, absent, cfg, string(text)), nil
 }
 
-func newConfigured(src *Source, tc Toolchain, reqs []Requirement, cfg *Config, text string) *Configured {
+func newConfigured(src *Source, tc Toolchain, reqs []Requirement, absent []Absent, cfg *Config, text string) *Configured {
 	c := &Configured{
 		Source:       src,
 		Toolchain:    tc,
 		Requirements: reqs,
 		Config:       text,
 		ConfigSHA256: sha256Hex([]byte(text)),
-		Summary:      Summary(reqs),
+		Summary:      Summary(reqs, absent),
 	}
 	c.Key = Key(src.ID, c.Config, tc.Full)
 	if v, ok := cfg.Get("CMDLINE"); ok {
@@ -289,15 +295,15 @@ func verify(tree string, reqs []Requirement, cfg *Config, path string) error {
 	return &PolicyError{Violations: vs, Config: path}
 }
 
-// withImage applies the per-image values to the requirements. They may
-// replace the policy's CMDLINE: the full line starts with the policy's by
-// construction (Build appends to it), which is what the policy asks for.
+// withImage applies the per-image values to the requirements. The policy's
+// CMDLINE is kept beside the image's: Check holds the final line to both
+// (it must start with the policy's and override none of its mitigations).
 func withImage(reqs []Requirement, image *Fragment) []Requirement {
 	out := append([]Requirement(nil), reqs...)
 	for _, r := range image.Requirements {
 		replaced := false
 		for i := range out {
-			if out[i].Symbol == r.Symbol {
+			if out[i].Symbol == r.Symbol && r.Symbol != "CMDLINE" {
 				r.Why = out[i].Why + " (" + r.Why + ")"
 				out[i], replaced = r, true
 			}
@@ -364,6 +370,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	if strings.ContainsAny(o.Cmdline, "\n\r\x00") {
 		return nil, fmt.Errorf("kernel command line %q: must be one line", o.Cmdline)
+	}
+	if err := CheckExtraCmdline(o.Cmdline); err != nil {
+		return nil, err
 	}
 	var initrdSum string
 	if o.Initramfs != "" {

@@ -16,6 +16,11 @@ const (
 	Missing
 	// Mismatch: the option is on with a different value.
 	Mismatch
+	// Overridden: the built-in command line does not start with the
+	// required one, or later words override a mitigation.
+	Overridden
+	// Unknown: no supported tree defines the symbol (a typo).
+	Unknown
 )
 
 func (k ViolationKind) String() string {
@@ -26,6 +31,10 @@ func (k ViolationKind) String() string {
 		return "required option missing"
 	case Mismatch:
 		return "value mismatch"
+	case Overridden:
+		return "command line overridden"
+	case Unknown:
+		return "unknown symbol"
 	}
 	return "unknown"
 }
@@ -35,6 +44,8 @@ type Violation struct {
 	Requirement
 	Kind ViolationKind
 	Got  string // raw value found; NotSet; "" when the symbol is absent
+	// Detail says why an Overridden command line fails.
+	Detail string
 	// Deps are the Kconfig conditions of the symbol that are not met in the
 	// checked config (filled by Explain; empty when unknown).
 	Deps []Dep
@@ -58,6 +69,12 @@ func (v Violation) Error() string {
 		fmt.Fprintf(&b, "%s: CONFIG_%s is %s, but %s requires %s", v.Kind, v.Symbol, state, v.Where(), v.Requirement)
 	case Mismatch:
 		fmt.Fprintf(&b, "%s: %s, but %s requires %s", v.Kind, Line(v.Symbol, v.Got), v.Where(), v.Requirement)
+	case Overridden:
+		fmt.Fprintf(&b, "%s: %s requires %s: %s", v.Kind, v.Where(), v.Requirement, v.Detail)
+	case Unknown:
+		fmt.Fprintf(&b, "%s: %s names CONFIG_%s, which no Kconfig file of this tree defines and no other supported tree has "+
+			"(fragments/other-trees.txt): a typo?", v.Kind, v.Where(), v.Symbol)
+		return b.String()
 	}
 	if v.Undefined {
 		b.WriteString(" (no Kconfig file of this tree defines it: renamed or removed in this version?)")
@@ -70,12 +87,21 @@ func (v Violation) Error() string {
 
 // Check compares a final .config with the requirements. It is a pure
 // function so that the policy can be tested on small fixtures.
+//
+// CMDLINE is the one requirement that is a prefix, not a value: an image
+// appends its own words to the policy's command line, so the final line
+// must start with the required one and no appended word may name a
+// mitigation parameter (CheckCmdline).
 func Check(reqs []Requirement, got *Config) []Violation {
 	var out []Violation
 	for _, r := range reqs {
 		val, present := got.Get(r.Symbol)
 		on := present && val != NotSet && val != ""
 		switch {
+		case r.Symbol == "CMDLINE" && r.Value != NotSet && on:
+			if err := CheckCmdline(Unquote(r.Value), Unquote(val)); err != nil {
+				out = append(out, Violation{Requirement: r, Kind: Overridden, Got: val, Detail: err.Error()})
+			}
 		case r.Value == NotSet:
 			if on {
 				out = append(out, Violation{Requirement: r, Kind: Forbidden, Got: val})
@@ -114,12 +140,18 @@ func (e *PolicyError) Error() string {
 }
 
 // Summary describes a verified set of requirements for humans: per fragment,
-// how many options were required on and off, and the policy's lines.
-func Summary(reqs []Requirement) string {
-	type count struct{ on, off int }
+// how many options were required on and off and really checked, the "off"
+// lines on symbols this tree lacks (absent, not counted), and the policy's
+// lines.
+func Summary(reqs []Requirement, absent []Absent) string {
+	type count struct{ on, off, absent int }
 	counts := map[string]*count{}
 	var names []string
 	var policyOn, policyOff []string
+	isAbsent := map[Requirement]bool{}
+	for _, a := range absent {
+		isAbsent[a.Requirement] = true
+	}
 	for _, r := range reqs {
 		c, ok := counts[r.Fragment]
 		if !ok {
@@ -127,9 +159,13 @@ func Summary(reqs []Requirement) string {
 			counts[r.Fragment] = c
 			names = append(names, r.Fragment)
 		}
-		if r.Value == NotSet {
+		switch {
+		case isAbsent[r]:
+			c.absent++
+			continue
+		case r.Value == NotSet:
 			c.off++
-		} else {
+		default:
 			c.on++
 		}
 		if r.Fragment == "policy.config" {
@@ -141,11 +177,16 @@ func Summary(reqs []Requirement) string {
 		}
 	}
 	var b strings.Builder
-	total := 0
+	total, totalAbsent := 0, 0
 	for _, n := range names {
 		c := counts[n]
 		total += c.on + c.off
-		fmt.Fprintf(&b, "  %-14s %3d options hold (%d on/with value, %d off)\n", n, c.on+c.off, c.on, c.off)
+		totalAbsent += c.absent
+		fmt.Fprintf(&b, "  %-14s %3d options hold (%d on/with value, %d off)", n, c.on+c.off, c.on, c.off)
+		if c.absent > 0 {
+			fmt.Fprintf(&b, "; %d off lines name symbols this tree lacks", c.absent)
+		}
+		b.WriteString("\n")
 	}
 	sort.Strings(policyOff)
 	if len(policyOff) > 0 {
@@ -154,5 +195,17 @@ func Summary(reqs []Requirement) string {
 	if len(policyOn) > 0 {
 		fmt.Fprintf(&b, "  policy on:  %s\n", strings.Join(policyOn, " "))
 	}
-	return fmt.Sprintf("policy verified: %d requested options hold in the final .config\n%s", total, b.String())
+	if len(absent) > 0 {
+		syms := make([]string, len(absent))
+		for i, a := range absent {
+			syms[i] = a.Symbol
+		}
+		sort.Strings(syms)
+		fmt.Fprintf(&b, "  not in this tree (other trees', see fragments/other-trees.txt): %s\n", strings.Join(syms, " "))
+	}
+	head := fmt.Sprintf("policy verified: %d requested options hold in the final .config", total)
+	if totalAbsent > 0 {
+		head += fmt.Sprintf(" (%d more name symbols this tree does not define; not counted)", totalAbsent)
+	}
+	return head + "\n" + b.String()
 }

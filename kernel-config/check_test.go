@@ -138,7 +138,11 @@ func TestCheckDefaultPolicy(t *testing.T) {
 		{"busy poll missing", func(c *Config) { c.Set("NET_RX_BUSY_POLL", NotSet) }, Missing, "NET_RX_BUSY_POLL"},
 		{"xps missing", func(c *Config) { c.Set("XPS", NotSet) }, Missing, "XPS"},
 		{"cubic default", func(c *Config) { c.Set("DEFAULT_TCP_CONG", `"cubic"`) }, Mismatch, "DEFAULT_TCP_CONG"},
-		{"cmdline without mitigations=off", func(c *Config) { c.Set("CMDLINE", `"console=ttyS0"`) }, Mismatch, "CMDLINE"},
+		{"cmdline without mitigations=off", func(c *Config) { c.Set("CMDLINE", `"console=ttyS0"`) }, Overridden, "CMDLINE"},
+		{"cmdline re-enabling mitigations", func(c *Config) {
+			v, _ := c.Get("CMDLINE")
+			c.Set("CMDLINE", Quote(Unquote(v)+" hotpath.workload.port=80 mitigations=auto"))
+		}, Overridden, "CMDLINE"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,7 +168,7 @@ func TestSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs, _ := Requirements(frags)
-	s := Summary(reqs)
+	s := Summary(reqs, nil)
 	for _, want := range []string{"policy verified", "base.config", "policy.config", "AUDIT", "NETFILTER", "CPU_MITIGATIONS", `DEFAULT_TCP_CONG="reno"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)

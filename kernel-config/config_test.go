@@ -177,8 +177,20 @@ func TestWithImage(t *testing.T) {
 	if v, _ := got.Get("AUDIT"); v != NotSet {
 		t.Errorf("policy lost: AUDIT = %s", v)
 	}
-	if len(withImage(reqs, image)) != len(reqs)+1 {
-		t.Error("CMDLINE not replaced in place")
+	// INITRAMFS_SOURCE is new; CMDLINE is added beside the policy's, which
+	// Check still holds the final line to.
+	with := withImage(reqs, image)
+	if len(with) != len(reqs)+2 {
+		t.Errorf("%d requirements with the image's, want %d", len(with), len(reqs)+2)
+	}
+	var policy int
+	for _, r := range with {
+		if r.Symbol == "CMDLINE" && r.Fragment == "policy.config" {
+			policy++
+		}
+	}
+	if policy != 1 {
+		t.Errorf("the policy's CMDLINE requirement is there %d times, want once", policy)
 	}
 }
 

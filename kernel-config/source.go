@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -48,7 +47,7 @@ func ResolveSource(ctx context.Context, spec, cacheDir string, log io.Writer) (*
 	}
 	var src *Source
 	if st.IsDir() {
-		src, err = treeSource(spec)
+		src, err = treeSource(spec, cacheDir)
 	} else {
 		src, err = tarballSource(ctx, spec, cacheDir, log)
 	}
@@ -111,11 +110,13 @@ func tarballSource(ctx context.Context, tarball, cacheDir string, log io.Writer)
 	return &Source{Tree: dir, ID: "tarball sha256:" + sum}, nil
 }
 
-// treeSource identifies a user's tree by the sorted list of (path, size,
-// modification time, mode) of its files: any edit changes the identity,
-// without reading 1 GiB of sources on every build. The tree must be clean,
+// treeSource identifies a user's tree by the content of its files (see
+// hashTree): the same sources give the same kernel cache key wherever and
+// whenever they were copied, and any edit changes it, even one whose
+// modification time was set back. Per-file hashes are cached under
+// cacheDir, so only changed files are read again. The tree must be clean,
 // because kbuild refuses O= builds next to an in-tree configuration.
-func treeSource(tree string) (*Source, error) {
+func treeSource(tree, cacheDir string) (*Source, error) {
 	tree, err := filepath.Abs(tree)
 	if err != nil {
 		return nil, err
@@ -126,34 +127,15 @@ func treeSource(tree string) (*Source, error) {
 				"or pass a clean tree or a tarball; hotpath builds in its own directory and never writes into your tree", tree, f)
 		}
 	}
-	var lines []string
-	err = filepath.WalkDir(tree, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(tree, path)
-		lines = append(lines, fmt.Sprintf("%s\x00%d\x00%d\x00%o", rel, info.Size(), info.ModTime().UnixNano(), info.Mode()))
-		return nil
-	})
+	cacheFile := ""
+	if cacheDir != "" {
+		cacheFile = filepath.Join(cacheDir, "kernel", "tree-hash", shortHash(tree)+".json")
+	}
+	sum, err := hashTree(tree, cacheFile)
 	if err != nil {
 		return nil, fmt.Errorf("kernel source %s: %w", tree, err)
 	}
-	sort.Strings(lines)
-	h := sha256.New()
-	for _, l := range lines {
-		io.WriteString(h, l+"\n")
-	}
-	return &Source{Tree: tree, ID: "tree sha256:" + hex.EncodeToString(h.Sum(nil))}, nil
+	return &Source{Tree: tree, ID: "tree sha256:" + sum}, nil
 }
 
 func kernelVersion(makefile string) (string, error) {

@@ -93,6 +93,66 @@ func TestResolveSourceTree(t *testing.T) {
 	}
 }
 
+// TestTreeIdentityByContent: a copy of a tree with other modification
+// times is the same tree; an edit that keeps the size and sets the
+// modification time back is another one (the stat cache must not hide it);
+// an executable bit and a symlink target count.
+func TestTreeIdentityByContent(t *testing.T) {
+	mk := func() string {
+		tree := t.TempDir()
+		os.MkdirAll(filepath.Join(tree, "kernel"), 0o755)
+		os.WriteFile(filepath.Join(tree, "Makefile"), []byte(fakeMakefile), 0o644)
+		os.WriteFile(filepath.Join(tree, "kernel", "a.c"), []byte("int a = 1;\n"), 0o644)
+		os.WriteFile(filepath.Join(tree, "scripts.sh"), []byte("#!/bin/sh\n"), 0o755)
+		os.Symlink("kernel/a.c", filepath.Join(tree, "link"))
+		return tree
+	}
+	cache := t.TempDir()
+	id := func(tree string) string {
+		t.Helper()
+		src, err := ResolveSource(context.Background(), tree, cache, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src.ID
+	}
+	a, b := mk(), mk()
+	old := time.Unix(1_000_000, 0)
+	os.Chtimes(filepath.Join(b, "kernel", "a.c"), old, old)
+	idA := id(a)
+	if idB := id(b); idB != idA {
+		t.Errorf("same content, other mtimes: %s != %s", idB, idA)
+	}
+	if id(a) != idA {
+		t.Error("identity changed on a second (cached) read")
+	}
+
+	// Same size, mtime restored: only the content (and the ctime the
+	// cache keys on) changed.
+	p := filepath.Join(a, "kernel", "a.c")
+	st, _ := os.Stat(p)
+	os.WriteFile(p, []byte("int a = 2;\n"), 0o644)
+	os.Chtimes(p, st.ModTime(), st.ModTime())
+	if id(a) == idA {
+		t.Error("an edit with the modification time set back kept the identity")
+	}
+	os.WriteFile(p, []byte("int a = 1;\n"), 0o644)
+	if id(a) != idA {
+		t.Error("reverting the edit did not restore the identity")
+	}
+
+	os.Chmod(filepath.Join(a, "scripts.sh"), 0o644)
+	if id(a) == idA {
+		t.Error("losing an executable bit kept the identity")
+	}
+	os.Chmod(filepath.Join(a, "scripts.sh"), 0o755)
+	os.Remove(filepath.Join(a, "link"))
+	os.Symlink("Makefile", filepath.Join(a, "link"))
+	if id(a) == idA {
+		t.Error("a new symlink target kept the identity")
+	}
+}
+
 func TestResolveSourceMissing(t *testing.T) {
 	_, err := ResolveSource(context.Background(), filepath.Join(t.TempDir(), "nope.tar.xz"), t.TempDir(), nil)
 	if err == nil {

@@ -124,20 +124,27 @@ type Toolchain struct {
 	GOAMD64   string `json:"goamd64"`
 	Flags     string `json:"flags"`
 	Env       string `json:"env"`
+	// GOFLAGS and GOEXPERIMENT reach every go build from the environment
+	// (or `go env -w`) and change the bytes; they are recorded as the go
+	// command resolves them.
+	GOFLAGS      string `json:"goflags"`
+	GOEXPERIMENT string `json:"goexperiment"`
 }
 
 // ReadToolchain asks the go command in dir what it builds with.
 func ReadToolchain(ctx context.Context, goBin, dir string) (*Toolchain, error) {
-	var env struct{ GOVERSION, GOAMD64 string }
-	if err := goJSON(ctx, goBin, dir, &env, "env", "-json", "GOVERSION", "GOAMD64"); err != nil {
+	var env struct{ GOVERSION, GOAMD64, GOFLAGS, GOEXPERIMENT string }
+	if err := goJSON(ctx, goBin, dir, &env, "env", "-json", "GOVERSION", "GOAMD64", "GOFLAGS", "GOEXPERIMENT"); err != nil {
 		return nil, err
 	}
 	return &Toolchain{
-		GoVersion: env.GOVERSION,
-		Compiler:  "gc",
-		GOAMD64:   env.GOAMD64,
-		Flags:     strings.Join(Flags, " "),
-		Env:       strings.Join(Env, " "),
+		GoVersion:    env.GOVERSION,
+		Compiler:     "gc",
+		GOAMD64:      env.GOAMD64,
+		Flags:        strings.Join(Flags, " "),
+		Env:          strings.Join(Env, " "),
+		GOFLAGS:      env.GOFLAGS,
+		GOEXPERIMENT: env.GOEXPERIMENT,
 	}, nil
 }
 
@@ -147,9 +154,11 @@ func ReadToolchain(ctx context.Context, goBin, dir string) (*Toolchain, error) {
 type Source struct {
 	Package string `json:"package"` // import path
 	// SHA256 covers, for each non-standard package in the build in import
-	// path order, its import path and each Go, assembly and embedded file's
-	// name and contents, plus each dependency module's path, version and
-	// go.sum hash.
+	// path order, its import path and each Go, assembly, assembly header,
+	// .syso and embedded file's name and contents, plus each module's go.mod
+	// (the main module's too: its go line sets the language version, its
+	// godebug lines the defaults) and each dependency module's path,
+	// version and go.sum hash.
 	SHA256  string   `json:"sha256"`
 	Files   int      `json:"files"`
 	Modules []string `json:"modules,omitempty"` // path@version of dependency modules
@@ -161,12 +170,15 @@ type listed struct {
 	Standard   bool
 	GoFiles    []string
 	SFiles     []string
+	HFiles     []string
+	SysoFiles  []string
 	EmbedFiles []string
 	Module     *struct {
 		Path    string
 		Version string
 		Sum     string
 		Main    bool
+		GoMod   string // path of the go.mod file used
 		Replace *struct {
 			Path    string
 			Version string
@@ -213,6 +225,7 @@ func HashSource(ctx context.Context, goBin, dir, pkg string) (*Source, error) {
 	h := sha256.New()
 	s := &Source{Package: main}
 	mods := map[string]string{}
+	gomods := map[string]bool{}
 	for _, p := range pkgs {
 		fmt.Fprintf(h, "package %s\n", p.ImportPath)
 		if m := p.Module; m != nil && !m.Main {
@@ -227,7 +240,18 @@ func HashSource(ctx context.Context, goBin, dir, pkg string) (*Source, error) {
 				fmt.Fprintf(h, "module %s %s %s\n", m.Path, v, sum)
 			}
 		}
-		files := append(append(append([]string(nil), p.GoFiles...), p.SFiles...), p.EmbedFiles...)
+		if m := p.Module; m != nil && m.GoMod != "" && !gomods[m.GoMod] {
+			gomods[m.GoMod] = true
+			b, err := os.ReadFile(m.GoMod)
+			if err != nil {
+				return nil, fmt.Errorf("hash source of %s: %w", pkg, err)
+			}
+			fmt.Fprintf(h, "go.mod %s %x\n", m.Path, sha256.Sum256(b))
+		}
+		var files []string
+		for _, fs := range [][]string{p.GoFiles, p.SFiles, p.HFiles, p.SysoFiles, p.EmbedFiles} {
+			files = append(files, fs...)
+		}
 		sort.Strings(files)
 		for _, name := range files {
 			b, err := os.ReadFile(filepath.Join(p.Dir, name))

@@ -136,12 +136,58 @@ func TestHashSource(t *testing.T) {
 	}
 }
 
+// TestHashSourceModAndSyso: go.mod (its go line sets the language
+// version) and .syso objects (linked in as they are) reach the binary, so
+// they reach the hash.
+func TestHashSourceModAndSyso(t *testing.T) {
+	ctx := context.Background()
+	dir := fixture(t, map[string]string{"main.go": hello})
+	hash := func(what string) string {
+		t.Helper()
+		s, err := HashSource(ctx, "", dir, ".")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return s.SHA256
+	}
+	base := hash("base")
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/fixture\n\ngo 1.23\n"), 0o644)
+	mod := hash("go.mod")
+	if mod == base {
+		t.Error("a changed go line in go.mod kept the hash")
+	}
+	os.WriteFile(filepath.Join(dir, "blob_linux_amd64.syso"), []byte("object one"), 0o644)
+	syso := hash("syso")
+	if syso == mod {
+		t.Error("a new .syso file kept the hash")
+	}
+	os.WriteFile(filepath.Join(dir, "blob_linux_amd64.syso"), []byte("object two"), 0o644)
+	if hash("syso edit") == syso {
+		t.Error("a changed .syso file kept the hash")
+	}
+}
+
 func TestToolchain(t *testing.T) {
+	t.Setenv("GOFLAGS", "")
+	t.Setenv("GOEXPERIMENT", "")
 	tc, err := ReadToolchain(context.Background(), "", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(tc.GoVersion, "go1.") || tc.GOAMD64 == "" {
 		t.Errorf("%+v", tc)
+	}
+	// What reaches go build from the environment is recorded.
+	t.Setenv("GOFLAGS", "-tags=hotpath_test")
+	t.Setenv("GOEXPERIMENT", "boringcrypto")
+	tc2, err := ReadToolchain(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc2.GOFLAGS != "-tags=hotpath_test" || tc2.GOEXPERIMENT != "boringcrypto" {
+		t.Errorf("GOFLAGS %q, GOEXPERIMENT %q: not recorded", tc2.GOFLAGS, tc2.GOEXPERIMENT)
+	}
+	if tc.GOFLAGS == tc2.GOFLAGS || tc.GOEXPERIMENT == tc2.GOEXPERIMENT {
+		t.Errorf("%+v and %+v do not differ", tc, tc2)
 	}
 }

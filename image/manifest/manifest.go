@@ -123,6 +123,10 @@ type Toolchain struct {
 	GOAMD64  string `json:"goamd64"`
 	Flags    string `json:"flags"`
 	Env      string `json:"env"`
+	// GOFLAGS and GOEXPERIMENT as the go command resolved them (from the
+	// environment or `go env -w`): both change the binaries.
+	GOFLAGS      string `json:"goflags"`
+	GOEXPERIMENT string `json:"goexperiment"`
 }
 
 // Marshal returns the manifest as indented JSON with a final newline. Map

@@ -106,7 +106,10 @@ var nsSeq atomic.Int32
 func netnsPair(t *testing.T) (srvNS, cliNS, srvIf, cliIf string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
+		if testing.Short() {
+			t.Skip("needs root for network namespaces; skipped in -short mode")
+		}
+		t.Fatal("needs root for network namespaces: run as root, or with -short to skip")
 	}
 	id := fmt.Sprintf("%d%d", os.Getpid()%100000, nsSeq.Add(1))
 	srvNS, cliNS = "hpsrv"+id, "hpcli"+id

@@ -38,7 +38,7 @@ func requireE2E(t *testing.T) {
 		t.Skip("boots QEMU guests; skipped in -short mode")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, tap devices)")
+		t.Fatal("needs root (network namespaces, tap devices): run as root, or with -short to skip")
 	}
 	for _, f := range []string{vm.DefaultOVMFCode, vm.DefaultOVMFVars} {
 		if _, err := os.Stat(f); err != nil {
@@ -110,6 +110,9 @@ func TestAppliance(t *testing.T) {
 				reportErrs(t, CheckLocality(&b.rep.Facts, cpus, Network{
 					Addr: vm.GuestAddr + "/24", Gateway: vm.HostAddr, MTU: vm.GuestMTU,
 				}))
+			})
+			t.Run("dhcp", func(t *testing.T) {
+				reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
 			})
 			t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
 		})

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/hotpath-dev/hotpath/init/report"
+	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
 )
 
 // nicSteps are the init's NIC tuning steps; on virtio-net each must be
@@ -26,7 +27,10 @@ var nicSteps = []string{
 }
 
 // requiredSysctls are the sysctls the case study's steps rest on, with the
-// value each must read back (empty: any non-zero value).
+// value each must read back (empty: a positive number of microseconds).
+// Each must also have been applied at boot: a skipped step means the kernel
+// lacks the sysctl, and then busy polling is not happening whatever the
+// report's facts say.
 var requiredSysctls = map[string]string{
 	"net.core.busy_poll":              "",
 	"net.core.busy_read":              "",
@@ -81,9 +85,13 @@ func CheckReport(r *report.Report, cpus int) []error {
 			bad("step %s: %s, want applied or skipped", name, s.Status)
 		}
 	}
-	for name := range requiredSysctls {
-		if _, ok := r.Step("sysctl " + name); !ok {
+	for _, name := range sortedKeys(requiredSysctls) {
+		s, ok := r.Step("sysctl " + name)
+		switch {
+		case !ok:
 			bad("step %q missing from the report", "sysctl "+name)
+		case s.Status != report.Applied:
+			bad("step %q %s (%s%s), want applied: the case study rests on it", s.Name, s.Status, s.Reason, s.Error)
 		}
 	}
 	seen := map[string]bool{}
@@ -135,8 +143,16 @@ func CheckPolicy(f *report.Facts) []error {
 	if f.Seccomp {
 		bad("seccomp present (Seccomp: in /proc/self/status)")
 	}
-	if !slices.Contains(strings.Fields(f.Cmdline), "mitigations=off") {
+	// Linux reads the words in order and the last one wins: mitigations=off
+	// must be there, and no mitigation parameter may say anything else.
+	words := strings.Fields(f.Cmdline)
+	if !slices.Contains(words, "mitigations=off") {
 		bad("kernel command line %q lacks mitigations=off", f.Cmdline)
+	}
+	for _, w := range words {
+		if w != "mitigations=off" && kernelconfig.IsRefusedParam(w) {
+			bad("kernel command line %q: %s overrides mitigations=off", f.Cmdline, w)
+		}
 	}
 	return errs
 }
@@ -161,8 +177,8 @@ func CheckLocality(f *report.Facts, cpus int, net Network) []error {
 		switch {
 		case !ok:
 			bad("sysctl %s not reported", name)
-		case want == "" && (got == "" || got == "0"):
-			bad("sysctl %s = %q, want non-zero", name, got)
+		case want == "" && !positive(got):
+			bad("sysctl %s = %q, want a positive number", name, got)
 		case want != "" && got != want:
 			bad("sysctl %s = %q, want %q", name, got, want)
 		}
@@ -239,6 +255,13 @@ func CheckLocality(f *report.Facts, cpus int, net Network) []error {
 		bad("MTU %d, want %d from the lease", n.MTU, net.MTU)
 	}
 	return errs
+}
+
+// positive reports whether s is a decimal integer above zero: anything else
+// ("0", "", "unreadable: ...") means the setting is not in effect.
+func positive(s string) bool {
+	n, err := strconv.ParseUint(s, 10, 64)
+	return err == nil && n > 0
 }
 
 // parseMask parses a sysfs CPU bitmap ("00000003", "ff,00000000").

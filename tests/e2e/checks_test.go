@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,8 +98,20 @@ func TestChecksCatchViolations(t *testing.T) {
 		{"modules", func(r *report.Report) { r.Facts.Modules = true }, "modules"},
 		{"seccomp", func(r *report.Report) { r.Facts.Seccomp = true }, "seccomp"},
 		{"cmdline", func(r *report.Report) { r.Facts.Cmdline = "console=ttyS0" }, "mitigations=off"},
+		{"cmdline mitigations=auto last", func(r *report.Report) { r.Facts.Cmdline += " panic=10 mitigations=auto" }, "mitigations=auto overrides mitigations=off"},
+		{"cmdline spectre_v2=on", func(r *report.Report) { r.Facts.Cmdline += " spectre-v2=on" }, "spectre-v2=on overrides"},
 		{"cubic", func(r *report.Report) { r.Facts.Sysctls["net.ipv4.tcp_congestion_control"] = "cubic" }, "tcp_congestion_control"},
 		{"busy poll off", func(r *report.Report) { r.Facts.Sysctls["net.core.busy_poll"] = "0" }, "busy_poll"},
+		{"busy poll unreadable", func(r *report.Report) {
+			r.Facts.Sysctls["net.core.busy_poll"] = "unreadable: open /proc/sys/net/core/busy_poll: no such file or directory"
+		}, "sysctl net.core.busy_poll = \"unreadable"},
+		{"busy read empty", func(r *report.Report) { r.Facts.Sysctls["net.core.busy_read"] = "" }, "busy_read = \"\""},
+		{"busy read negative", func(r *report.Report) { r.Facts.Sysctls["net.core.busy_read"] = "-1" }, "busy_read = \"-1\""},
+		{"busy poll missing", func(r *report.Report) { delete(r.Facts.Sysctls, "net.core.busy_poll") }, "sysctl net.core.busy_poll not reported"},
+		{"busy poll skipped", func(r *report.Report) {
+			r.Steps[1].Status, r.Steps[1].Reason = report.Skipped, "/proc/sys/net/core/busy_poll does not exist"
+		}, "step \"sysctl net.core.busy_poll\" skipped"},
+		{"busy read step missing", func(r *report.Report) { r.Steps = slices.Delete(r.Steps, 2, 3) }, "step \"sysctl net.core.busy_read\" missing"},
 		{"packet socket", func(r *report.Report) { r.Facts.PacketSockets = 1 }, "AF_PACKET"},
 		{"no nic", func(r *report.Report) { r.Facts.NIC = nil }, "no primary NIC"},
 		{"queues", func(r *report.Report) { r.Facts.NIC.RxQueues = 1 }, "1 rx / 2 tx"},

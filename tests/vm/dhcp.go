@@ -24,6 +24,21 @@ type DHCPConfig struct {
 	MTU      uint16 // interface MTU option; 0: not sent
 }
 
+// Message records one request the server received: the lease log a test
+// asserts (one DISCOVER, one REQUEST, no renewal).
+type Message struct {
+	Type      dhcpv4.MessageType
+	MAC       net.HardwareAddr
+	ClientIP  net.IP // ciaddr: set when the client renews an address it holds
+	Requested net.IP // option 50, if any
+	At        time.Time
+}
+
+// String is the message as a log line.
+func (m Message) String() string {
+	return fmt.Sprintf("%s from %s ciaddr %s requested %v", m.Type, m.MAC, m.ClientIP, m.Requested)
+}
+
 // Lease records one acknowledged lease.
 type Lease struct {
 	MAC net.HardwareAddr
@@ -40,6 +55,7 @@ type DHCPServer struct {
 
 	mu     sync.Mutex
 	leases []Lease
+	log    []Message
 	errs   []error
 }
 
@@ -76,6 +92,16 @@ func (s *DHCPServer) Leases() []Lease {
 	return append([]Lease(nil), s.leases...)
 }
 
+// Config is what the server hands out.
+func (s *DHCPServer) Config() DHCPConfig { return s.cfg }
+
+// Log returns every request received so far, in order.
+func (s *DHCPServer) Log() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.log...)
+}
+
 // Errors returns the errors met while answering (bad requests, send
 // failures), for a test to report when the guest got no address.
 func (s *DHCPServer) Errors() []error {
@@ -94,6 +120,9 @@ func (s *DHCPServer) handle(conn net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4
 	if m.OpCode != dhcpv4.OpcodeBootRequest {
 		return
 	}
+	s.mu.Lock()
+	s.log = append(s.log, Message{Type: m.MessageType(), MAC: m.ClientHWAddr, ClientIP: m.ClientIPAddr, Requested: m.RequestedIPAddress(), At: time.Now()})
+	s.mu.Unlock()
 	var typ dhcpv4.MessageType
 	switch m.MessageType() {
 	case dhcpv4.MessageTypeDiscover:

@@ -64,6 +64,10 @@ func TestDHCPServer(t *testing.T) {
 	if !ack.ServerIdentifier().Equal(netIP("10.79.0.1")) {
 		t.Errorf("server id = %v", ack.ServerIdentifier())
 	}
+	if log := srv.Log(); len(log) != 2 || log[0].Type != dhcpv4.MessageTypeDiscover || log[1].Type != dhcpv4.MessageTypeRequest ||
+		log[1].MAC.String() != cl.InterfaceAddr().String() || !log[1].Requested.Equal(netIP("10.79.0.2")) {
+		t.Errorf("server log = %v, want DISCOVER then REQUEST for 10.79.0.2 from %v", log, cl.InterfaceAddr())
+	}
 	ls := srv.Leases()
 	if len(ls) != 1 || ls[0].MAC.String() != cl.InterfaceAddr().String() {
 		t.Errorf("server leases = %+v, want one for %v", ls, cl.InterfaceAddr())
@@ -85,6 +89,9 @@ func TestDHCPServer(t *testing.T) {
 	}
 	if resp.MessageType() != dhcpv4.MessageTypeNak {
 		t.Errorf("request for a foreign address got %v, want NAK", resp.MessageType())
+	}
+	if log := srv.Log(); len(log) != 3 || !log[2].Requested.Equal(netIP("10.79.0.99")) {
+		t.Errorf("server log after the NAK = %v, want the foreign request third", log)
 	}
 	if errs := srv.Errors(); len(errs) != 0 {
 		t.Errorf("server errors: %v", errs)

@@ -12,10 +12,15 @@ import (
 	"time"
 )
 
+// requireRoot fails a test that needs root when not root: a CI run that
+// skipped every namespace test would go green untested. -short skips.
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
+		if testing.Short() {
+			t.Skip("needs root (network namespaces); skipped in -short mode")
+		}
+		t.Fatal("needs root (network namespaces): run as root, or with -short to skip")
 	}
 }
 

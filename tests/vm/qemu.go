@@ -113,6 +113,9 @@ type Config struct {
 	// inside the namespace. Without Netns the guest has no NIC.
 	Netns *Netns
 	Tap   string
+	// DHCPLease is the lease time StartGuest's DHCP server gives
+	// (default an hour); a short one makes a client that renews show.
+	DHCPLease time.Duration
 
 	OVMFCode, OVMFVars string // default: Debian's
 	// Dir holds the firmware variables copy, the QMP socket and the
@@ -406,7 +409,7 @@ func StartGuest(ctx context.Context, cfg Config) (*Guest, error) {
 		ClientIP: netIP(GuestAddr),
 		Mask:     netMask24,
 		Router:   netIP(HostAddr),
-		Lease:    time.Hour,
+		Lease:    cfg.DHCPLease,
 		MTU:      GuestMTU,
 	})
 	if err != nil {

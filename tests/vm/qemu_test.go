@@ -13,11 +13,14 @@ import (
 func requireQEMU(t *testing.T) {
 	t.Helper()
 	requireRoot(t)
+	if testing.Short() {
+		t.Skip("boots QEMU; skipped in -short mode")
+	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("qemu-system-x86_64 not installed (image/deps.sh test)")
+		t.Fatal("qemu-system-x86_64 not installed (image/deps.sh test)")
 	}
 	if _, err := os.Stat(DefaultOVMFCode); err != nil {
-		t.Skip("OVMF not installed (image/deps.sh test)")
+		t.Fatal("OVMF not installed (image/deps.sh test)")
 	}
 }
 

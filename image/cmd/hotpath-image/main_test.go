@@ -40,7 +40,10 @@ func TestQemuArgs(t *testing.T) {
 func TestPowerdown(t *testing.T) {
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
-		t.Skip("qemu-system-x86_64 not installed (image/deps.sh test)")
+		if testing.Short() {
+			t.Skip("qemu-system-x86_64 not installed; skipped in -short mode")
+		}
+		t.Fatal("qemu-system-x86_64 not installed (image/deps.sh test)")
 	}
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "qmp.sock")

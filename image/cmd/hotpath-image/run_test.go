@@ -29,11 +29,11 @@ func TestBuildAndRun(t *testing.T) {
 	}
 	for _, f := range []string{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"} {
 		if _, err := os.Stat(f); err != nil {
-			t.Skipf("%v (image/deps.sh test installs ovmf)", err)
+			t.Fatalf("%v (image/deps.sh test installs ovmf)", err)
 		}
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("qemu-system-x86_64 not installed (image/deps.sh test)")
+		t.Fatal("qemu-system-x86_64 not installed (image/deps.sh test)")
 	}
 	dir := t.TempDir()
 	cli := filepath.Join(dir, "hotpath-image")
