@@ -132,7 +132,7 @@ func Summary(reqs []Requirement) string {
 		} else {
 			c.on++
 		}
-		if r.Fragment == "policy.config" {
+		if IsPolicy(r.Fragment) {
 			if r.Value == NotSet {
 				policyOff = append(policyOff, r.Symbol)
 			} else {

@@ -96,6 +96,9 @@ type Config struct {
 	CPUs     int // vCPUs (default 2)
 	MemoryMB int // default 1024
 	Accel    string
+	// Arch is the guest's GOARCH: "amd64" (default, "") or "arm64", which
+	// boots QEMU's virt machine under TCG (see Machines).
+	Arch string
 
 	// Netns and Tap attach a multi-queue virtio-net NIC with one queue
 	// pair per vCPU to the tap device Tap inside Netns. QEMU then runs
@@ -103,7 +106,7 @@ type Config struct {
 	Netns *Netns
 	Tap   string
 
-	OVMFCode, OVMFVars string // default: Debian's
+	OVMFCode, OVMFVars string // default: the Machine's (Debian's OVMF or AAVMF)
 	// Dir holds the firmware variables copy, the QMP socket and the
 	// console log (console.log). Default: a new temporary directory,
 	// removed by Close.
@@ -131,9 +134,10 @@ type VM struct {
 // Args returns QEMU's arguments for cfg, with the given paths for the
 // firmware variables copy and the QMP socket.
 func (cfg *Config) Args(varsPath, qmpPath string) []string {
+	m, _ := MachineFor(cfg.Arch) // Start has checked it
 	args := []string{
 		"-name", "hotpath-test",
-		"-machine", "q35,accel=" + cfg.Accel,
+		"-machine", m.Machine + ",accel=" + cfg.Accel,
 		"-smp", strconv.Itoa(cfg.CPUs),
 		"-m", strconv.Itoa(cfg.MemoryMB),
 		"-display", "none",
@@ -149,7 +153,7 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	if cfg.Accel == "kvm" {
 		args = append(args, "-cpu", "host")
 	} else {
-		args = append(args, "-cpu", "max")
+		args = append(args, "-cpu", m.CPU)
 	}
 	if cfg.Disk != "" {
 		args = append(args,
@@ -188,14 +192,24 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = 1024
 	}
+	m, err := MachineFor(cfg.Arch)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Accel == "" {
-		cfg.Accel = Accel()
+		cfg.Accel = "tcg"
+		if m.KVM {
+			cfg.Accel = Accel()
+		}
+	}
+	if cfg.Accel == "kvm" && !m.KVM {
+		return nil, fmt.Errorf("vm: an %s guest cannot run under KVM on this host; use TCG", cfg.Arch)
 	}
 	if cfg.OVMFCode == "" {
-		cfg.OVMFCode = DefaultOVMFCode
+		cfg.OVMFCode = m.Code
 	}
 	if cfg.OVMFVars == "" {
-		cfg.OVMFVars = DefaultOVMFVars
+		cfg.OVMFVars = m.Vars
 	}
 	if cfg.Disk == "" && cfg.Kernel == "" {
 		return nil, errors.New("vm: neither Disk nor Kernel given")
@@ -237,9 +251,9 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.Netns != nil {
 		// `ip netns exec` enters the namespace and execs QEMU, so the
 		// process we hold is QEMU itself.
-		v.cmd = cfg.Netns.Command(context.Background(), "qemu-system-x86_64", args...)
+		v.cmd = cfg.Netns.Command(context.Background(), m.QEMU, args...)
 	} else {
-		v.cmd = exec.Command("qemu-system-x86_64", args...)
+		v.cmd = exec.Command(m.QEMU, args...)
 	}
 	v.cmd.Stdout = v.Console
 	v.cmd.Stderr = v.stderr

@@ -69,6 +69,7 @@ func main() {
 
 func commonFlags(fs *flag.FlagSet, o *kernelconfig.Options) {
 	fs.StringVar(&o.Source, "source", "", "Linux source tree or tarball (default "+kernelconfig.DefaultSource+")")
+	fs.StringVar(&o.Arch, "arch", "amd64", "target `architecture`: amd64 or arm64 (cross-built with gcc-aarch64-linux-gnu)")
 	fs.StringVar(&o.CacheDir, "cache", "", "cache directory (default $HOTPATH_CACHE, $XDG_CACHE_HOME/hotpath or ~/.cache/hotpath)")
 }
 
