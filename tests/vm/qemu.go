@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/image/machine"
 )
 
 // Debian's ovmf package: the 4 MiB flash layout, without Secure Boot or SMM.
@@ -97,7 +99,7 @@ type Config struct {
 	MemoryMB int // default 1024
 	Accel    string
 	// Arch is the guest's GOARCH: "amd64" (default, "") or "arm64", which
-	// boots QEMU's virt machine under TCG (see Machines).
+	// boots QEMU's virt machine under TCG (see image/machine).
 	Arch string
 
 	// Netns and Tap attach a multi-queue virtio-net NIC with one queue
@@ -134,7 +136,7 @@ type VM struct {
 // Args returns QEMU's arguments for cfg, with the given paths for the
 // firmware variables copy and the QMP socket.
 func (cfg *Config) Args(varsPath, qmpPath string) []string {
-	m, _ := MachineFor(cfg.Arch) // Start has checked it
+	m, _ := machine.For(cfg.Arch) // Start has checked it
 	args := []string{
 		"-name", "hotpath-test",
 		"-machine", m.Machine + ",accel=" + cfg.Accel,
@@ -150,11 +152,7 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		"-no-reboot",
 		"-nodefaults",
 	}
-	if cfg.Accel == "kvm" {
-		args = append(args, "-cpu", "host")
-	} else {
-		args = append(args, "-cpu", m.CPU)
-	}
+	args = append(args, "-cpu", m.CPUFor(cfg.Accel))
 	if cfg.Disk != "" {
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.OVMFCode,
@@ -192,9 +190,9 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = 1024
 	}
-	m, err := MachineFor(cfg.Arch)
+	m, err := machine.For(cfg.Arch)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("vm: %w", err)
 	}
 	if cfg.Accel == "" {
 		cfg.Accel = "tcg"
@@ -202,8 +200,8 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 			cfg.Accel = Accel()
 		}
 	}
-	if cfg.Accel == "kvm" && !m.KVM {
-		return nil, fmt.Errorf("vm: an %s guest cannot run under KVM on this host; use TCG", cfg.Arch)
+	if err := m.CheckAccel(cfg.Accel); err != nil {
+		return nil, fmt.Errorf("vm: %w", err)
 	}
 	if cfg.OVMFCode == "" {
 		cfg.OVMFCode = m.Code

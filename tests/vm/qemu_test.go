@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/image/machine"
 )
 
 func requireQEMU(t *testing.T) {
@@ -20,19 +22,15 @@ func requireQEMU(t *testing.T) {
 func requireMachine(t *testing.T, arch string) {
 	t.Helper()
 	requireRoot(t)
-	m, err := MachineFor(arch)
+	m, err := machine.For(arch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := "test"
-	if arch != "amd64" {
-		group = "test " + arch
-	}
 	if _, err := exec.LookPath(m.QEMU); err != nil {
-		t.Skipf("%s not installed (image/deps.sh %s)", m.QEMU, group)
+		t.Skipf("%s not installed (image/deps.sh %s)", m.QEMU, m.DepsGroup)
 	}
 	if _, err := os.Stat(m.Code); err != nil {
-		t.Skipf("%s firmware not installed (image/deps.sh %s)", arch, group)
+		t.Skipf("%s firmware not installed (image/deps.sh %s)", arch, m.DepsGroup)
 	}
 }
 
@@ -146,7 +144,7 @@ func TestArgsArm64(t *testing.T) {
 // is an error, not a hang; an unknown architecture is refused.
 func TestStartRefuses(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "arm64", Accel: "kvm"}); err == nil || !strings.Contains(err.Error(), "cannot run under KVM") {
+	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "arm64", Accel: "kvm"}); err == nil || !strings.Contains(err.Error(), "cannot run under KVM on an x86-64 host") {
 		t.Errorf("arm64 under KVM: %v", err)
 	}
 	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "mips"}); err == nil || !strings.Contains(err.Error(), `no QEMU machine for architecture "mips"`) {
