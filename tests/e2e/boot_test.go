@@ -65,17 +65,27 @@ func (b *booted) dial(ctx context.Context) (net.Conn, error) {
 // boot starts disk with cpus vCPUs and waits for the boot report.
 func boot(t *testing.T, disk string, cpus int) *booted {
 	t.Helper()
-	accel := vm.Accel()
-	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout(accel))
+	return bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, Accel: vm.Accel()}, bootTimeout(vm.Accel()))
+}
+
+// bootConfig boots cfg and waits up to timeout for the boot report.
+func bootConfig(t *testing.T, cfg vm.Config, timeout time.Duration) *booted {
+	t.Helper()
+	cpus := cfg.CPUs
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	g := vm.Boot(ctx, t, vm.Config{Disk: disk, CPUs: cpus, Accel: accel})
+	g := vm.Boot(ctx, t, cfg)
 	rep, err := g.Console.WaitReport(ctx)
 	if err != nil {
-		t.Fatalf("no boot report within %v: %v", bootTimeout(accel), err)
+		t.Fatalf("no boot report within %v: %v", timeout, err)
 	}
-	fmt.Fprintf(os.Stderr, "e2e: %d vCPUs under %s: boot report after %v wall time (QEMU start to report), "+
+	arch := cfg.Arch
+	if arch == "" {
+		arch = "amd64"
+	}
+	fmt.Fprintf(os.Stderr, "e2e: %s, %d vCPUs under %s: boot report after %v wall time (QEMU start to report), "+
 		"kernel start to workload ready %d ms (guest clock)\n",
-		cpus, g.Accel, time.Since(g.Started).Round(time.Millisecond), rep.ReadyMillis)
+		arch, cpus, g.Accel, time.Since(g.Started).Round(time.Millisecond), rep.ReadyMillis)
 	port := "8080"
 	if rep.Workload != nil && rep.Workload.Port > 0 {
 		port = fmt.Sprint(rep.Workload.Port)
