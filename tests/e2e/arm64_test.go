@@ -79,15 +79,5 @@ func TestArm64Appliance(t *testing.T) {
 			t.Errorf("same inputs, different manifests:\n%s\n%s", am, bm)
 		}
 	})
-	const cpus = 2
-	g := bootConfig(t, vm.Config{Disk: a.Disk, CPUs: cpus, Arch: "arm64", Accel: "tcg"}, arm64BootTimeout)
-	t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(g.rep, cpus)) })
-	t.Run("http", func(t *testing.T) { checkHTTP(t, g) })
-	t.Run("policy", func(t *testing.T) { reportErrs(t, CheckPolicy(&g.rep.Facts)) })
-	t.Run("locality", func(t *testing.T) {
-		reportErrs(t, CheckLocality(&g.rep.Facts, cpus, Network{
-			Addr: vm.GuestAddr + "/24", Gateway: vm.HostAddr, MTU: vm.GuestMTU,
-		}))
-	})
-	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, g, "") })
+	checkAppliance(t, bootConfig(t, vm.Config{Disk: a.Disk, CPUs: 2, Arch: "arm64", Accel: "tcg"}, arm64BootTimeout))
 }

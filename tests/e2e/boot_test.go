@@ -111,19 +111,23 @@ func TestAppliance(t *testing.T) {
 		if _, err := fmt.Sscan(s, &cpus); err != nil || cpus < 1 {
 			t.Fatalf("-e2e.cpus: bad count %q", s)
 		}
-		t.Run(fmt.Sprintf("%dvcpu", cpus), func(t *testing.T) {
-			b := boot(t, disk, cpus)
-			t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(b.rep, cpus)) })
-			t.Run("http", func(t *testing.T) { checkHTTP(t, b) })
-			t.Run("policy", func(t *testing.T) { reportErrs(t, CheckPolicy(&b.rep.Facts)) })
-			t.Run("locality", func(t *testing.T) {
-				reportErrs(t, CheckLocality(&b.rep.Facts, cpus, Network{
-					Addr: vm.GuestAddr + "/24", Gateway: vm.HostAddr, MTU: vm.GuestMTU,
-				}))
-			})
-			t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
-		})
+		t.Run(fmt.Sprintf("%dvcpu", cpus), func(t *testing.T) { checkAppliance(t, boot(t, disk, cpus)) })
 	}
+}
+
+// checkAppliance runs the appliance's checks on a booted default image,
+// every architecture alike: the boot report, HTTP, the kernel policy,
+// locality, and an orderly power off (last: it ends the guest).
+func checkAppliance(t *testing.T, b *booted) {
+	t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(b.rep, b.cpus)) })
+	t.Run("http", func(t *testing.T) { checkHTTP(t, b) })
+	t.Run("policy", func(t *testing.T) { reportErrs(t, CheckPolicy(&b.rep.Facts)) })
+	t.Run("locality", func(t *testing.T) {
+		reportErrs(t, CheckLocality(&b.rep.Facts, b.cpus, Network{
+			Addr: vm.GuestAddr + "/24", Gateway: vm.HostAddr, MTU: vm.GuestMTU,
+		}))
+	})
+	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
 }
 
 func checkHTTP(t *testing.T, b *booted) {
