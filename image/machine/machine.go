@@ -23,6 +23,9 @@ type Machine struct {
 	// DepsGroup is the image/deps.sh group that installs QEMU and the
 	// firmware.
 	DepsGroup string
+	// Devices are QEMU arguments for devices the instance has besides the
+	// disk and the NIC.
+	Devices []string
 }
 
 // The machines, by GOARCH.
@@ -46,6 +49,12 @@ var (
 		Machine: "virt,gic-version=3", CPU: "neoverse-n1",
 		Code: "/usr/share/AAVMF/AAVMF_CODE.fd", Vars: "/usr/share/AAVMF/AAVMF_VARS.fd", FirmwarePkg: "qemu-efi-aarch64",
 		DepsGroup: "test arm64",
+		// Entropy: Neoverse-N1 has no RNDR instruction (x86's "max" has
+		// RDRAND), so without a source the kernel's RNG is not ready for
+		// minutes under TCG and getrandom() blocks the init's DHCP. The
+		// virtio RNG feeds it twice: AAVMF's EFI_RNG_PROTOCOL seeds it
+		// through the EFI stub, and the kernel's virtio-rng driver.
+		Devices: []string{"-device", "virtio-rng-pci"},
 	}
 )
 

@@ -153,6 +153,7 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		"-nodefaults",
 	}
 	args = append(args, "-cpu", m.CPUFor(cfg.Accel))
+	args = append(args, m.Devices...)
 	if cfg.Disk != "" {
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.OVMFCode,

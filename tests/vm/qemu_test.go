@@ -130,6 +130,7 @@ func TestArgsArm64(t *testing.T) {
 		"if=pflash,format=raw,unit=1,file=/v.fd",
 		"tap,id=net0,ifname=tap0,script=no,downscript=no,queues=2,vhost=off",
 		"virtio-net-pci,netdev=net0,mq=on,vectors=6,",
+		"-device virtio-rng-pci",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("args lack %q:\n%s", want, got)

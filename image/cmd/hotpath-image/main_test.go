@@ -40,7 +40,7 @@ func TestQemuArgs(t *testing.T) {
 		}
 	}
 	arm := strings.Join(qemuArgs(vm{Machine: machine.ARM64, Disk: "/d.img", Accel: "tcg", CPUs: 2, MemoryMiB: 1024}), " ")
-	for _, want := range []string{"-machine virt,gic-version=3", "-cpu neoverse-n1", "-accel tcg", "-serial mon:stdio"} {
+	for _, want := range []string{"-machine virt,gic-version=3", "-cpu neoverse-n1", "-accel tcg", "-serial mon:stdio", "-device virtio-rng-pci"} {
 		if !strings.Contains(arm, want) {
 			t.Errorf("arm64 qemu args lack %q:\n%s", want, arm)
 		}

@@ -39,7 +39,7 @@ type vm struct {
 // qemuArgs returns QEMU's arguments for v. The disk is attached read-only:
 // `run` never changes the image that becomes the AMI.
 func qemuArgs(v vm) []string {
-	return []string{
+	return append([]string{
 		"-name", "hotpath",
 		"-machine", v.Machine.Machine,
 		"-accel", v.Accel,
@@ -63,7 +63,7 @@ func qemuArgs(v vm) []string {
 		"-qmp", "unix:" + v.QMP + ",server=on,wait=off",
 		// A guest reboot (e.g. after a panic) ends the run instead of looping.
 		"-no-reboot",
-	}
+	}, v.Machine.Devices...)
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
