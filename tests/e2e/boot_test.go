@@ -106,13 +106,23 @@ func reportErrs(t *testing.T, errs []error) {
 func TestAppliance(t *testing.T) {
 	requireE2E(t)
 	disk := buildImage(t, "")
+	for _, cpus := range cpuCountList(t) {
+		t.Run(fmt.Sprintf("%dvcpu", cpus), func(t *testing.T) { checkAppliance(t, boot(t, disk, cpus)) })
+	}
+}
+
+// cpuCountList is -e2e.cpus parsed.
+func cpuCountList(t *testing.T) []int {
+	t.Helper()
+	var out []int
 	for _, s := range strings.Split(*cpuCounts, ",") {
 		var cpus int
 		if _, err := fmt.Sscan(s, &cpus); err != nil || cpus < 1 {
 			t.Fatalf("-e2e.cpus: bad count %q", s)
 		}
-		t.Run(fmt.Sprintf("%dvcpu", cpus), func(t *testing.T) { checkAppliance(t, boot(t, disk, cpus)) })
+		out = append(out, cpus)
 	}
+	return out
 }
 
 // checkAppliance runs the appliance's checks on a booted default image,
