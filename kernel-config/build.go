@@ -660,7 +660,7 @@ const defaultObjectEstimate = 1386
 // the target.
 func objectsEstimate(o Options) string {
 	name := "objects-estimate"
-	if o.target != AMD64 {
+	if o.target != nil && o.target != AMD64 {
 		name += "-" + o.target.Name
 	}
 	return filepath.Join(o.CacheDir, "kernel", name)

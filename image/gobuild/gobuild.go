@@ -97,6 +97,12 @@ func Build(ctx context.Context, o Options) error {
 // ErrNotStatic is wrapped by CheckStatic's errors.
 var ErrNotStatic = errors.New("not a static Linux executable for the image's architecture")
 
+// notStatic is ErrNotStatic naming the architecture.
+type notStatic struct{ goarch string }
+
+func (e notStatic) Error() string        { return "not a static linux/" + e.goarch + " executable" }
+func (e notStatic) Is(target error) bool { return target == ErrNotStatic }
+
 // CheckStatic reports whether name is an ELF executable for goarch ("" is
 // amd64) that needs nothing at run time: no program interpreter (PT_INTERP,
 // the dynamic loader) and no shared libraries (DT_NEEDED). The initramfs
@@ -109,9 +115,10 @@ func CheckStatic(name, goarch string) error {
 	if !ok {
 		return fmt.Errorf("%s: no image architecture %q (want amd64 or arm64)", name, goarch)
 	}
+	ns := notStatic{goarch}
 	f, err := elf.Open(name)
 	if err != nil {
-		return fmt.Errorf("%s: %w: not an ELF file (%v)", name, ErrNotStatic, err)
+		return fmt.Errorf("%s: %w: not an ELF file (%v)", name, ns, err)
 	}
 	defer f.Close()
 	if f.Class != elf.ELFCLASS64 || f.Machine != want {
@@ -122,18 +129,18 @@ func CheckStatic(name, goarch string) error {
 			}
 		}
 		return fmt.Errorf("%s: %w: it is for %s (%s), the image is linux/%s; rebuild it with GOARCH=%s%s",
-			name, ErrNotStatic, f.Machine, f.Class, goarch, goarch, hint)
+			name, ns, f.Machine, f.Class, goarch, goarch, hint)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return fmt.Errorf("%s: %w: ELF type %s is not an executable", name, ErrNotStatic, f.Type)
+		return fmt.Errorf("%s: %w: ELF type %s is not an executable", name, ns, f.Type)
 	}
 	if f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
-		return fmt.Errorf("%s: %w: OS ABI %s is not Linux", name, ErrNotStatic, f.OSABI)
+		return fmt.Errorf("%s: %w: OS ABI %s is not Linux", name, ns, f.OSABI)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			interp, _ := io.ReadAll(p.Open())
-			return fmt.Errorf("%s: %w: it is dynamically linked (interpreter %s); build it with CGO_ENABLED=0 or link it statically", name, ErrNotStatic, strings.TrimRight(string(interp), "\x00"))
+			return fmt.Errorf("%s: %w: it is dynamically linked (interpreter %s); build it with CGO_ENABLED=0 or link it statically", name, ns, strings.TrimRight(string(interp), "\x00"))
 		}
 	}
 	libs, err := f.ImportedLibraries()
@@ -141,7 +148,7 @@ func CheckStatic(name, goarch string) error {
 		return fmt.Errorf("%s: read dynamic section: %w", name, err)
 	}
 	if len(libs) > 0 {
-		return fmt.Errorf("%s: %w: it needs shared libraries %s", name, ErrNotStatic, strings.Join(libs, ", "))
+		return fmt.Errorf("%s: %w: it needs shared libraries %s", name, ns, strings.Join(libs, ", "))
 	}
 	if f.Entry == 0 {
 		return fmt.Errorf("%s: %w: no entry point (a shared library?)", name, ErrNotStatic)
