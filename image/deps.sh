@@ -3,7 +3,7 @@
 # machine. It is idempotent: a package already installed is not touched, and
 # nothing at all happens when everything is present.
 #
-# usage: image/deps.sh [root] [build] [test] [bench]   (default: build test)
+# usage: image/deps.sh [root] [build] [test] [bench] [arm64]   (default: build test)
 #
 #   root   not a package: fail unless run as root, first and whatever is
 #          installed (`make test` and .ci/run: the namespace, tap and QEMU
@@ -16,6 +16,8 @@
 #          iproute2                        network namespaces and tap devices for the guest's network
 #          strace                          count system calls per request in benchmarks and tests
 #          dosfstools gdisk                fsck.fat and sgdisk -v: independent checks of the ESP and GPT the image builder writes
+#   arm64  gcc-aarch64-linux-gnu           cross-builds the arm64 (Graviton) kernel; only for ARCH=arm64
+#          qemu-system-arm qemu-efi-aarch64  boot arm64 images on QEMU's virt machine through AAVMF UEFI firmware
 #   bench  wrk                             the HTTP load generator
 #          nginx-light                     one of the servers compared side by side
 #   (`make bench-vm` also needs Debian's stock kernel: it fetches linux-image-amd64 with
@@ -35,7 +37,8 @@ for g in $groups; do
 	build) want="$want linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
 	test) want="$want qemu-system-x86 ovmf iproute2 strace dosfstools gdisk" ;;
 	bench) want="$want wrk nginx-light strace" ;;
-	*) echo "deps.sh: unknown group '$g' (want root, build, test or bench)" >&2; exit 2 ;;
+	arm64) want="$want gcc-aarch64-linux-gnu qemu-system-arm qemu-efi-aarch64" ;;
+	*) echo "deps.sh: unknown group '$g' (want root, build, test, bench or arm64)" >&2; exit 2 ;;
 	esac
 done
 

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,8 +63,8 @@ type Program struct {
 	// Dir is the directory the go command runs in (the module providing
 	// Package); "" means Options.Root.
 	Dir string
-	// Binary is a prebuilt static linux/amd64 executable; set either this
-	// or Package.
+	// Binary is a prebuilt static executable for the image's architecture
+	// (Options.Arch); set either this or Package.
 	Binary string
 }
 
@@ -82,6 +83,10 @@ type Options struct {
 	// Out is the output directory for hotpath.img and manifest.json; ""
 	// means "out".
 	Out string
+	// Arch is the image's architecture, "amd64" (the default, "") or
+	// "arm64": the kernel is cross-built, the programs cross-compiled, and
+	// the ESP holds \EFI\BOOT\BOOTAA64.EFI.
+	Arch string
 	// Root is the hotpath module's directory; "" means the nearest parent of
 	// the working directory whose go.mod declares Module.
 	Root string
@@ -135,11 +140,12 @@ func (r *Result) Summary() string {
 	return fmt.Sprintf(`hotpath image built in %s
   disk      %s
             %s virtual, %s allocated (sparse), sha256 %s
-  EFI       %s (BOOTX64.EFI: kernel + initramfs + command line), sha256 %s
+  EFI       %s (%s: kernel + initramfs + command line), sha256 %s
   manifest  %s
+  arch      %s
   cmdline   %s
 `, r.Duration.Round(100*time.Millisecond), r.Disk, human(r.DiskSize), human(r.DiskAlloc), r.DiskSHA256,
-		human(r.EFISize), r.EFISHA256, r.Manifest, r.M.Kernel.Cmdline)
+		human(r.EFISize), path.Base(r.M.Disk.ESP.BootPath), r.EFISHA256, r.Manifest, r.M.Architecture, r.M.Kernel.Cmdline)
 }
 
 // Build builds the image.
@@ -168,7 +174,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("init configuration: %w", err)
 	}
 
-	tc, err := gobuild.ReadToolchain(ctx, o.Go, o.Root)
+	tc, err := gobuild.ReadToolchain(ctx, o.Go, o.Root, o.Arch)
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +186,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 
 	m := &manifest.Manifest{
 		Format:          manifest.Format,
+		Architecture:    o.Arch,
 		SourceDateEpoch: epoch,
 		Go: manifest.Toolchain{
-			Version: tc.GoVersion, Compiler: tc.Compiler, GOAMD64: tc.GOAMD64, Flags: tc.Flags, Env: tc.Env,
+			Version: tc.GoVersion, Compiler: tc.Compiler, GOAMD64: tc.GOAMD64, GOARM64: tc.GOARM64, Flags: tc.Flags, Env: tc.Env,
 			GOFLAGS: tc.GOFLAGS, GOEXPERIMENT: tc.GOEXPERIMENT,
 		},
 	}
@@ -211,6 +218,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	logf("kernel: building with the initramfs and command line built in (a cold build takes ~30 min on 2 cores; later builds relink)")
 	t0 := time.Now()
 	kr, err := o.Kernel(ctx, kernelconfig.Options{
+		Arch:      o.Arch,
 		Source:    o.KernelSource,
 		CacheDir:  o.CacheDir,
 		Initramfs: initrd,
@@ -234,7 +242,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
-	if err := checkEFI(efi); err != nil {
+	a := archs[o.Arch]
+	if err := checkEFI(efi, a); err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", kr.BzImage, err)
 	}
 	m.Kernel = manifest.Kernel{
@@ -253,6 +262,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		PartGUID: disk.DeriveGUID(seed, "hotpath esp"),
 		VolumeID: disk.DeriveVolumeID(seed),
 		Time:     time.Unix(epoch, 0),
+		BootPath: a.bootPath,
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
@@ -279,7 +289,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		ESP: manifest.ESP{
 			Index: 1, TypeGUID: "C12A7328-F81F-11D2-BA4B-00A0C93EC93B", GUID: l.PartGUID,
 			Start: l.ESPStart, Size: l.ESPSize, FileSystem: "fat32",
-			VolumeID: fmt.Sprintf("%08X", do.VolumeID), BootPath: "/" + disk.BootPath, BootPathOff: l.EFIStart,
+			VolumeID: fmt.Sprintf("%08X", do.VolumeID), BootPath: "/" + a.bootPath, BootPathOff: l.EFIStart,
 		},
 	}
 	if err := m.WriteFile(manPath); err != nil {
@@ -339,7 +349,7 @@ func (o *Options) program(ctx context.Context, what string, p Program, inImage, 
 	t0 := time.Now()
 	mp.Path = inImage
 	if p.Binary != "" {
-		if err := gobuild.CheckStatic(p.Binary); err != nil {
+		if err := gobuild.CheckStatic(p.Binary, o.Arch); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		b, err := os.ReadFile(p.Binary)
@@ -347,7 +357,7 @@ func (o *Options) program(ctx context.Context, what string, p Program, inImage, 
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		mp.Binary, mp.SHA256, mp.Size = filepath.Base(p.Binary), sum(b), int64(len(b))
-		logf("%s: prebuilt %s (%s), static linux/amd64", what, p.Binary, human(mp.Size))
+		logf("%s: prebuilt %s (%s), static linux/%s", what, p.Binary, human(mp.Size), o.Arch)
 		return b, nil
 	}
 	dir := p.Dir
@@ -355,11 +365,11 @@ func (o *Options) program(ctx context.Context, what string, p Program, inImage, 
 		dir = o.Root
 	}
 	logf("%s: go build %s", what, p.Package)
-	src, err := gobuild.HashSource(ctx, o.Go, dir, p.Package)
+	src, err := gobuild.HashSource(ctx, o.Go, dir, p.Package, o.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := gobuild.Build(ctx, gobuild.Options{Dir: dir, Package: p.Package, Output: out, Go: o.Go}); err != nil {
+	if err := gobuild.Build(ctx, gobuild.Options{Dir: dir, Package: p.Package, Output: out, Go: o.Go, Arch: o.Arch}); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	b, err := os.ReadFile(out)
@@ -373,6 +383,11 @@ func (o *Options) program(ctx context.Context, what string, p Program, inImage, 
 }
 
 func (o *Options) defaults() error {
+	t, err := kernelconfig.LookupTarget(o.Arch)
+	if err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	o.Arch = t.Name
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -454,10 +469,24 @@ func FindRoot(dir string) (string, error) {
 	}
 }
 
-// checkEFI makes sure the kernel is a PE32+ x86-64 image (an EFI stub
-// kernel) before it is written as BOOTX64.EFI: a bzImage built without
-// CONFIG_EFI_STUB would be copied happily and fail only in the firmware.
-func checkEFI(b []byte) error {
+// arch is what differs per architecture on the disk: where UEFI looks for
+// the loader on removable media, and the PE machine it must be for.
+type arch struct {
+	bootPath string
+	machine  uint16
+	name     string
+}
+
+var archs = map[string]arch{
+	"amd64": {disk.BootPath, 0x8664, "x86-64"},
+	"arm64": {disk.BootPathAA64, 0xaa64, "arm64"},
+}
+
+// checkEFI makes sure the kernel is a PE32+ image for the architecture (an
+// EFI stub kernel) before it is written as its boot path: a kernel built
+// without CONFIG_EFI_STUB would be copied happily and fail only in the
+// firmware.
+func checkEFI(b []byte, a arch) error {
 	if len(b) < 0x40 || b[0] != 'M' || b[1] != 'Z' {
 		return errors.New("not an EFI binary (no MZ header): is CONFIG_EFI_STUB set?")
 	}
@@ -465,8 +494,8 @@ func checkEFI(b []byte) error {
 	if off+6 > len(b) || string(b[off:off+4]) != "PE\x00\x00" {
 		return errors.New("not an EFI binary (no PE header): is CONFIG_EFI_STUB set?")
 	}
-	if machine := binary.LittleEndian.Uint16(b[off+4:]); machine != 0x8664 {
-		return fmt.Errorf("EFI binary for machine %#x, want x86-64 (0x8664)", machine)
+	if machine := binary.LittleEndian.Uint16(b[off+4:]); machine != a.machine {
+		return fmt.Errorf("EFI binary for machine %#x, want %s (%#x)", machine, a.name, a.machine)
 	}
 	return nil
 }

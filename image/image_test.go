@@ -40,8 +40,8 @@ func fixtures(t *testing.T) string {
 	return dir
 }
 
-// standInKernel returns a KernelBuilder producing a minimal PE32+ x86-64
-// header followed by the initramfs and the command line: enough for the
+// standInKernel returns a KernelBuilder producing a minimal PE32+ header
+// for the architecture asked (x86-64 or arm64) followed by the initramfs and the command line: enough for the
 // builder's checks and for the tests to find the initramfs again. It is a
 // stand-in for the unit tests only; TestRealKernel uses kernelconfig.Build.
 func standInKernel(t *testing.T) KernelBuilder {
@@ -55,7 +55,11 @@ func standInKernel(t *testing.T) KernelBuilder {
 		copy(b, "MZ")
 		binary.LittleEndian.PutUint32(b[0x3c:], 0x40)
 		copy(b[0x40:], "PE\x00\x00")
-		binary.LittleEndian.PutUint16(b[0x44:], 0x8664)
+		machine := uint16(0x8664)
+		if o.Arch == "arm64" {
+			machine = 0xaa64
+		}
+		binary.LittleEndian.PutUint16(b[0x44:], machine)
 		cmdline := strings.TrimSpace("console=ttyS0 mitigations=off " + o.Cmdline)
 		b = append(b, initrd...)
 		b = append(b, cmdline...)

@@ -1,19 +1,22 @@
 // Package kernelconfig turns a Linux source tree into hotpath's appliance
 // kernel: it merges the Kconfig fragments (base guest support plus the
 // appliance policy) onto allnoconfig, verifies that every requested option
-// stuck, and builds a cached, reproducible bzImage with the image's
-// initramfs and command line built in.
+// stuck, and builds a cached, reproducible EFI-stub kernel (x86's bzImage,
+// arm64's Image, cross-built) with the image's initramfs and command line
+// built in.
 //
 // Cache layout (CacheDir/kernel):
 //
 //	*.lock               flocks: one process per source, config dir, build tree
 //	src/<sha16>/         tarballs, extracted once
-//	conf/<id16>/         scratch O= directory for allnoconfig + merge, and
+//	conf/<id16>/         scratch O= directory for allnoconfig + merge (one per
+//	                     source and target), and
 //	                     the verified configs (reused while the tree, the
 //	                     fragments and the toolchain are unchanged)
 //	build/<key16>/       O= build trees, one per key (source, config, toolchain);
 //	                     build.log is the last make's full output
-//	bzimage/<v>.bzImage  finished kernels, one per (key, initramfs, cmdline),
+//	bzimage/<v>.bzImage  finished kernels, one per (key, initramfs, cmdline)
+//	bzimage/<v>.Image    (the arm64 ones named after their make target),
 //	                     never overwritten, so a Result stays valid
 package kernelconfig
 
@@ -36,10 +39,8 @@ import (
 	"time"
 )
 
-// Arch is the only architecture hotpath builds for.
-const Arch = "x86_64"
-
-// maxCmdline is x86's COMMAND_LINE_SIZE (including the final NUL).
+// maxCmdline is COMMAND_LINE_SIZE of x86 and arm64 alike (including the
+// final NUL).
 const maxCmdline = 2048
 
 // keyVersion is hashed into every key: bump it when the way a kernel is
@@ -60,6 +61,9 @@ var reproducibleEnv = []string{
 type Options struct {
 	// Source is a Linux tarball or source tree; "" means DefaultSource.
 	Source string
+	// Arch is the target architecture, a GOARCH or kbuild name (see
+	// LookupTarget); "" means amd64.
+	Arch string
 	// CacheDir holds extracted sources, build trees and kernels; "" means
 	// DefaultCacheDir().
 	CacheDir string
@@ -73,8 +77,8 @@ type Options struct {
 	Jobs int
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// Fragments replaces the built-in fragments (base.config,
-	// policy.config) when non-nil; see DefaultFragments.
+	// Fragments replaces the built-in fragments of the target (for amd64
+	// base.config, policy.config) when non-nil; see TargetFragments.
 	Fragments []*Fragment
 	// ProgressEvery is the progress interval; 0 means 10s.
 	ProgressEvery time.Duration
@@ -82,10 +86,13 @@ type Options struct {
 	// runs make again (the result replaces it atomically); used to check
 	// that builds are reproducible.
 	Rebuild bool
+
+	target *Target // resolved from Arch by setDefaults
 }
 
 // Configured is a verified configuration, before any compilation.
 type Configured struct {
+	Target       *Target
 	Source       *Source
 	Toolchain    Toolchain
 	Requirements []Requirement
@@ -103,7 +110,10 @@ type Configured struct {
 
 // Result describes a built kernel.
 type Result struct {
-	BzImage      string // path of the kernel; stays valid after later builds
+	// BzImage is the path of the EFI-stub kernel (a bzImage on amd64, an
+	// Image on arm64); it stays valid after later builds.
+	BzImage      string
+	Arch         string // the target's GOARCH name, "amd64" or "arm64"
 	Key          string
 	SourceID     string
 	Version      string // kernel version, e.g. "6.1.192"
@@ -137,6 +147,11 @@ func DefaultCacheDir() (string, error) {
 }
 
 func (o *Options) setDefaults() error {
+	t, err := LookupTarget(o.Arch)
+	if err != nil {
+		return err
+	}
+	o.target = t
 	if o.CacheDir == "" {
 		d, err := DefaultCacheDir()
 		if err != nil {
@@ -163,7 +178,7 @@ func (o *Options) setDefaults() error {
 		o.ProgressEvery = 10 * time.Second
 	}
 	if o.Fragments == nil {
-		f, err := DefaultFragments()
+		f, err := TargetFragments(o.target)
 		if err != nil {
 			return err
 		}
@@ -183,7 +198,8 @@ func Configure(ctx context.Context, o Options) (*Configured, error) {
 }
 
 func configure(ctx context.Context, o *Options) (*Configured, error) {
-	if err := CheckTools(); err != nil {
+	t := o.target
+	if err := CheckTools(t); err != nil {
 		return nil, err
 	}
 	reqs, err := Requirements(o.Fragments)
@@ -196,15 +212,15 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	}
 	// A symbol no supported tree defines is a typo in a fragment; one only
 	// another tree defines is reported and not counted.
-	absent, err := verifyDefined(src.Tree, reqs)
+	absent, err := verifyDefined(src.Tree, t.KernelArch, reqs)
 	if err != nil {
 		return nil, err
 	}
-	tc, err := DetectToolchain(ctx)
+	tc, err := DetectToolchain(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(o.CacheDir, "kernel", "conf", shortHash(src.ID))
+	dir := filepath.Join(o.CacheDir, "kernel", "conf", shortHash(src.ID+t.scope()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -219,14 +235,14 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	merged := filepath.Join(dir, "merged-"+Key(src.ID, MergedFragments(reqs).String(), tc.Full)[:16]+".config")
 	if text, err := os.ReadFile(merged); err == nil {
 		if cfg, err := ParseConfig(strings.NewReader(string(text))); err == nil {
-			if err := verify(src.Tree, reqs, cfg, merged); err != nil {
+			if err := verify(t, src.Tree, reqs, cfg, merged); err != nil {
 				return nil, err
 			}
-			return newConfigured(src, tc, reqs, absent, cfg, string(text)), nil
+			return newConfigured(t, src, tc, reqs, absent, cfg, string(text)), nil
 		}
 	}
 	logf := filepath.Join(dir, "config.log")
-	if err := runMake(ctx, src.Tree, dir, logf, 1, nil, "allnoconfig"); err != nil {
+	if err := runMake(ctx, t, src.Tree, dir, logf, 1, nil, "allnoconfig"); err != nil {
 		return nil, err
 	}
 	base, err := readConfig(filepath.Join(dir, ".config"))
@@ -237,7 +253,7 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err := writeFile(filepath.Join(dir, ".config"), base.String()); err != nil {
 		return nil, err
 	}
-	if err := runMake(ctx, src.Tree, dir, logf, 1, nil, "olddefconfig"); err != nil {
+	if err := runMake(ctx, t, src.Tree, dir, logf, 1, nil, "olddefconfig"); err != nil {
 		return nil, err
 	}
 	final := filepath.Join(dir, ".config")
@@ -252,14 +268,15 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err := copyAtomic(final, merged); err != nil {
 		return nil, err
 	}
-	if err := verify(src.Tree, reqs, cfg, merged); err != nil {
+	if err := verify(t, src.Tree, reqs, cfg, merged); err != nil {
 		return nil, err
 	}
-	return newConfigured(src, tc, reqs, absent, cfg, string(text)), nil
+	return newConfigured(t, src, tc, reqs, absent, cfg, string(text)), nil
 }
 
-func newConfigured(src *Source, tc Toolchain, reqs []Requirement, absent []Absent, cfg *Config, text string) *Configured {
+func newConfigured(t *Target, src *Source, tc Toolchain, reqs []Requirement, absent []Absent, cfg *Config, text string) *Configured {
 	c := &Configured{
+		Target:       t,
 		Source:       src,
 		Toolchain:    tc,
 		Requirements: reqs,
@@ -276,7 +293,8 @@ func newConfigured(src *Source, tc Toolchain, reqs []Requirement, absent []Absen
 
 // Key is the cache key of a build tree: sha256 over the key version, the
 // source identity, the merged configuration (without per-image values) and
-// the toolchain's version text.
+// the toolchain's version text (for a cross build also ARCH and
+// CROSS_COMPILE; see DetectToolchain).
 func Key(sourceID, config, toolchain string) string {
 	h := sha256.New()
 	for _, part := range []string{keyVersion, sourceID, config, toolchain} {
@@ -285,13 +303,13 @@ func Key(sourceID, config, toolchain string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func verify(tree string, reqs []Requirement, cfg *Config, path string) error {
+func verify(t *Target, tree string, reqs []Requirement, cfg *Config, path string) error {
 	vs := Check(reqs, cfg)
 	if len(vs) == 0 {
 		return nil
 	}
 	// The violations are the error; explaining them is best effort.
-	_ = Explain(tree, Arch, cfg, vs)
+	_ = Explain(tree, t.KernelArch, cfg, vs)
 	return &PolicyError{Violations: vs, Config: path}
 }
 
@@ -315,12 +333,12 @@ func withImage(reqs []Requirement, image *Fragment) []Requirement {
 	return out
 }
 
-func verifyFile(tree string, reqs []Requirement, path string) error {
+func verifyFile(t *Target, tree string, reqs []Requirement, path string) error {
 	cfg, err := readConfig(path)
 	if err != nil {
 		return err
 	}
-	return verify(tree, reqs, cfg, path)
+	return verify(t, tree, reqs, cfg, path)
 }
 
 // sameVisibility reports whether have differs from want only in the values
@@ -397,9 +415,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	defer unlock()
 	cmdline := strings.TrimSpace(c.PolicyCmdline + " " + strings.TrimSpace(o.Cmdline))
 	if len(cmdline) >= maxCmdline {
-		return nil, fmt.Errorf("kernel command line is %d bytes; x86 allows at most %d", len(cmdline), maxCmdline-1)
+		return nil, fmt.Errorf("kernel command line is %d bytes; %s allows at most %d", len(cmdline), c.Target.Name, maxCmdline-1)
 	}
 	r := &Result{
+		Arch:         c.Target.Name,
 		Key:          c.Key,
 		SourceID:     c.Source.ID,
 		Version:      c.Source.Version,
@@ -412,7 +431,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	r.LogFile = filepath.Join(r.BuildDir, "build.log")
 	outDir := filepath.Join(o.CacheDir, "kernel", "bzimage")
 	variant := sha256Hex([]byte(c.Key + "\n" + initrdSum + "\n" + cmdline))
-	r.BzImage = filepath.Join(outDir, variant+".bzImage")
+	r.BzImage = filepath.Join(outDir, variant+"."+c.Target.MakeTarget)
 	r.Config = filepath.Join(outDir, variant+".config")
 	if st, err := os.Stat(r.BzImage); err == nil && !o.Rebuild {
 		if sum, err := fileSHA256(r.BzImage); err == nil {
@@ -479,28 +498,28 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		// Complete the .config (new symbols get their defaults; make's own
 		// syncconfig would prompt for them) and verify it before spending
 		// half an hour on a tree never built.
-		if err := runMake(ctx, c.Source.Tree, r.BuildDir, r.LogFile, 1, nil, "olddefconfig"); err != nil {
+		if err := runMake(ctx, c.Target, c.Source.Tree, r.BuildDir, r.LogFile, 1, nil, "olddefconfig"); err != nil {
 			return nil, err
 		}
-		if err := verifyFile(c.Source.Tree, reqs, buildConfig); err != nil {
+		if err := verifyFile(c.Target, c.Source.Tree, reqs, buildConfig); err != nil {
 			return nil, err
 		}
 	}
 
-	fmt.Fprintf(o.Log, "kernel: building Linux %s bzImage in %s (-j%d, log %s)\n", c.Source.Version, r.BuildDir, o.Jobs, r.LogFile)
+	fmt.Fprintf(o.Log, "kernel: building Linux %s %s %s in %s (-j%d, log %s)\n", c.Source.Version, c.Target.Name, c.Target.MakeTarget, r.BuildDir, o.Jobs, r.LogFile)
 	stop := startProgress(ctx, o, r.BuildDir, start)
-	err = runMake(ctx, c.Source.Tree, r.BuildDir, r.LogFile, o.Jobs, reproducibleEnv, "bzImage")
+	err = runMake(ctx, c.Target, c.Source.Tree, r.BuildDir, r.LogFile, o.Jobs, reproducibleEnv, c.Target.MakeTarget)
 	objects := stop()
 	if err != nil {
 		return nil, err
 	}
 	// The .config make actually used (after its syncconfig) is verified
 	// again; a kernel that fails the policy is never handed out.
-	if err := verifyFile(c.Source.Tree, reqs, buildConfig); err != nil {
+	if err := verifyFile(c.Target, c.Source.Tree, reqs, buildConfig); err != nil {
 		return nil, err
 	}
 	writeFile(filepath.Join(r.BuildDir, ".hotpath-objects"), strconv.Itoa(objects))
-	writeFile(filepath.Join(o.CacheDir, "kernel", "objects-estimate"), strconv.Itoa(objects))
+	writeFile(objectsEstimate(o), strconv.Itoa(objects))
 
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
@@ -508,8 +527,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := copyAtomic(buildConfig, r.Config); err != nil {
 		return nil, err
 	}
-	if err := copyAtomic(filepath.Join(r.BuildDir, "arch", "x86", "boot", "bzImage"), r.BzImage); err != nil {
-		return nil, fmt.Errorf("copying the bzImage out: %w", err)
+	if err := copyAtomic(filepath.Join(r.BuildDir, filepath.FromSlash(c.Target.Output)), r.BzImage); err != nil {
+		return nil, fmt.Errorf("copying the %s out: %w", c.Target.MakeTarget, err)
 	}
 	st, err := os.Stat(r.BzImage)
 	if err != nil {
@@ -524,12 +543,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	return r, nil
 }
 
-// runMake runs kbuild for target with the source tree read-only and all
-// output in objDir. The environment is the caller's minus anything that
-// would change the build behind the key's back (compiler flags, a parent
-// make's jobserver), plus extra.
-func runMake(ctx context.Context, tree, objDir, logFile string, jobs int, extra []string, target string) error {
-	args := []string{"-C", tree, "O=" + objDir, "ARCH=" + Arch, "-j" + strconv.Itoa(jobs), target}
+// runMake runs kbuild for target (of architecture t) with the source tree
+// read-only and all output in objDir. The environment is the caller's minus
+// anything that would change the build behind the key's back (compiler
+// flags, a parent make's jobserver), plus extra.
+func runMake(ctx context.Context, t *Target, tree, objDir, logFile string, jobs int, extra []string, target string) error {
+	args := append([]string{"-C", tree, "O=" + objDir}, t.makeVars()...)
+	args = append(args, "-j"+strconv.Itoa(jobs), target)
 	cmd := exec.CommandContext(ctx, "make", args...)
 	cmd.Dir = objDir
 	cmd.Env = append(cleanEnv(os.Environ()), extra...)
@@ -614,7 +634,7 @@ func logTail(path string, n int) string {
 func startProgress(ctx context.Context, o Options, dir string, start time.Time) func() int {
 	expected := readInt(filepath.Join(dir, ".hotpath-objects"))
 	if expected == 0 {
-		expected = readInt(filepath.Join(o.CacheDir, "kernel", "objects-estimate"))
+		expected = readInt(objectsEstimate(o))
 	}
 	estimate := ""
 	if expected == 0 {
@@ -644,6 +664,16 @@ func startProgress(ctx context.Context, o Options, dir string, start time.Time) 
 // defaultObjectEstimate is the object count of hotpath's configuration on
 // Linux 6.1.192 (measured: 1386), used before the first build has counted its own.
 const defaultObjectEstimate = 1386
+
+// objectsEstimate is the file with the last object count of any build of
+// the target.
+func objectsEstimate(o Options) string {
+	name := "objects-estimate"
+	if o.target != nil && o.target != AMD64 {
+		name += "-" + o.target.Name
+	}
+	return filepath.Join(o.CacheDir, "kernel", name)
+}
 
 func countObjects(dir string) int {
 	n := 0

@@ -168,7 +168,7 @@ func Summary(reqs []Requirement, absent []Absent) string {
 		default:
 			c.on++
 		}
-		if r.Fragment == "policy.config" {
+		if IsPolicy(r.Fragment) {
 			if r.Value == NotSet {
 				policyOff = append(policyOff, r.Symbol)
 			} else {

@@ -57,12 +57,12 @@ func CheckDefined(reqs []Requirement, defined func(sym string) bool, elsewhere m
 
 // treeDefined returns which of the requirements' symbols a Kconfig file of
 // the tree defines.
-func treeDefined(tree string, reqs []Requirement) (func(string) bool, error) {
+func treeDefined(tree, kernelArch string, reqs []Requirement) (func(string) bool, error) {
 	want := map[string]bool{}
 	for _, r := range reqs {
 		want[r.Symbol] = true
 	}
-	defs, err := findDefinitions(tree, Arch, want)
+	defs, err := findDefinitions(tree, kernelArch, want)
 	if err != nil {
 		return nil, fmt.Errorf("kernel config: read Kconfig files of %s: %w", tree, err)
 	}
@@ -77,8 +77,8 @@ func treeDefined(tree string, reqs []Requirement) (func(string) bool, error) {
 }
 
 // verifyDefined runs CheckDefined on a source tree.
-func verifyDefined(tree string, reqs []Requirement) ([]Absent, error) {
-	defined, err := treeDefined(tree, reqs)
+func verifyDefined(tree, kernelArch string, reqs []Requirement) ([]Absent, error) {
+	defined, err := treeDefined(tree, kernelArch, reqs)
 	if err != nil {
 		return nil, err
 	}

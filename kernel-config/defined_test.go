@@ -22,7 +22,7 @@ func TestOtherTreesListed(t *testing.T) {
 
 func TestVerifyDefined(t *testing.T) {
 	reqs := loadFragment(t, "testdata/policy-other-trees.config")
-	absent, err := verifyDefined("testdata/tree", reqs)
+	absent, err := verifyDefined("testdata/tree", "x86_64", reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestVerifyDefinedTypo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = verifyDefined("testdata/tree", frag.Requirements)
+		_, err = verifyDefined("testdata/tree", "x86_64", frag.Requirements)
 		var pe *PolicyError
 		if !errors.As(err, &pe) || len(pe.Violations) != 1 {
 			t.Fatalf("%s: err = %v, want one violation", tc.line, err)

@@ -5,14 +5,12 @@ import (
 	"embed"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 )
 
-//go:embed fragments/*.config
+//go:embed fragments/*.config fragments/arm64/*.config
 var fragmentFS embed.FS
-
-// The built-in fragments, merged in this order (later lines win).
-var defaultFragmentNames = []string{"base.config", "policy.config"}
 
 // Requirement is one line of a fragment: Symbol must end up with Value in
 // the final .config (NotSet: must be off or absent).
@@ -93,11 +91,15 @@ func (f *Fragment) Config() *Config {
 	return c
 }
 
-// DefaultFragments returns hotpath's own fragments: base.config (guest
-// support) then policy.config (the appliance policy).
-func DefaultFragments() ([]*Fragment, error) {
+// DefaultFragments returns hotpath's own fragments for amd64: base.config
+// (guest support) then policy.config (the appliance policy).
+func DefaultFragments() ([]*Fragment, error) { return TargetFragments(AMD64) }
+
+// TargetFragments returns the built-in fragments of a target, in merge
+// order (later lines win).
+func TargetFragments(t *Target) ([]*Fragment, error) {
 	var out []*Fragment
-	for _, name := range defaultFragmentNames {
+	for _, name := range t.Fragments {
 		f, err := fragmentFS.Open("fragments/" + name)
 		if err != nil {
 			return nil, err
@@ -129,7 +131,7 @@ func Requirements(frags []*Fragment) ([]Requirement, error) {
 		for _, r := range f.Requirements {
 			if i, ok := idx[r.Symbol]; ok {
 				prev := out[i]
-				if prev.Value != r.Value && (prev.Fragment == "policy.config" || r.Fragment == "policy.config") {
+				if prev.Value != r.Value && (IsPolicy(prev.Fragment) || IsPolicy(r.Fragment)) {
 					return nil, fmt.Errorf("%s wants %s but %s (the appliance policy) wants %s",
 						r.Where(), r, prev.Where(), prev)
 				}
@@ -151,3 +153,7 @@ func MergedFragments(reqs []Requirement) *Config {
 	}
 	return c
 }
+
+// IsPolicy reports whether a fragment name is an appliance policy
+// (policy.config, or arm64/policy.config for another target).
+func IsPolicy(fragment string) bool { return path.Base(fragment) == "policy.config" }

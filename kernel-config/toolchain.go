@@ -36,10 +36,17 @@ var buildHeaders = []struct {
 	{[]string{"/usr/include/libelf.h", "/usr/include/libelf/libelf.h"}, "libelf-dev"},
 }
 
-// CheckTools reports every missing build dependency at once, with what to
-// install, instead of letting make fail on the first one half-way through.
-func CheckTools() error {
+// CheckTools reports every missing build dependency of target t at once,
+// with what to install, instead of letting make fail on the first one
+// half-way through. A cross target needs the host's tools too (kbuild's
+// own programs are built with the host gcc).
+func CheckTools(target *Target) error {
 	var missing []string
+	if target.CrossCompile != "" {
+		if _, err := exec.LookPath(target.CrossCompile + "gcc"); err != nil {
+			missing = append(missing, fmt.Sprintf("%sgcc (package %s)", target.CrossCompile, target.CrossPkg))
+		}
+	}
 	for _, t := range buildTools {
 		if _, err := exec.LookPath(t.cmd); err != nil {
 			missing = append(missing, fmt.Sprintf("%s (package %s)", t.cmd, t.pkg))
@@ -57,26 +64,50 @@ func CheckTools() error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("kernel build tools missing: %s\ninstall them with `image/deps.sh build` (as root) "+
-			"or `apt-get install build-essential flex bison bc libelf-dev`", strings.Join(missing, ", "))
+		group := "build"
+		if target.CrossCompile != "" {
+			group = "build " + target.Name
+		}
+		return fmt.Errorf("kernel build tools missing: %s\ninstall them with `image/deps.sh %s` (as root)", strings.Join(missing, ", "), group)
 	}
 	return nil
 }
 
-// DetectToolchain runs the compiler and linker for their versions.
-func DetectToolchain(ctx context.Context) (Toolchain, error) {
+// DetectToolchain runs the compiler and linker of target for their
+// versions. For a cross target, Full also names the target and its prefix
+// and holds the host compiler's version (it builds kbuild's own tools), so
+// the key of a cross build differs from any native one.
+func DetectToolchain(ctx context.Context, target *Target) (Toolchain, error) {
 	var t Toolchain
-	gcc, err := exec.CommandContext(ctx, "gcc", "--version").Output()
-	if err != nil {
-		return t, fmt.Errorf("gcc --version: %w (install build-essential)", err)
+	version := func(cmd, pkg string) (string, error) {
+		out, err := exec.CommandContext(ctx, cmd, "--version").Output()
+		if err != nil {
+			return "", fmt.Errorf("%s --version: %w (install %s)", cmd, err, pkg)
+		}
+		return string(out), nil
 	}
-	ld, err := exec.CommandContext(ctx, "ld", "--version").Output()
-	if err != nil {
-		return t, fmt.Errorf("ld --version: %w (install binutils)", err)
+	pkg := "build-essential"
+	if target.CrossCompile != "" {
+		pkg = target.CrossPkg
 	}
-	t.Compiler = firstLine(string(gcc))
-	t.Linker = firstLine(string(ld))
-	t.Full = string(gcc) + string(ld)
+	gcc, err := version(target.CrossCompile+"gcc", pkg)
+	if err != nil {
+		return t, err
+	}
+	ld, err := version(target.CrossCompile+"ld", pkg)
+	if err != nil {
+		return t, err
+	}
+	t.Compiler = firstLine(gcc)
+	t.Linker = firstLine(ld)
+	t.Full = gcc + ld
+	if target.CrossCompile != "" {
+		host, err := version("gcc", "build-essential")
+		if err != nil {
+			return t, err
+		}
+		t.Full = strings.Join(target.makeVars(), " ") + "\n" + t.Full + host
+	}
 	return t, nil
 }
 

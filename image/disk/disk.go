@@ -36,8 +36,10 @@ const (
 	// minESP keeps a FAT32 of 512-byte clusters comfortably above its
 	// 65525-cluster minimum (about 33 MiB).
 	minESP = 64 * MiB
-	// BootPath is where the firmware looks for the loader on x86-64.
-	BootPath = "EFI/BOOT/BOOTX64.EFI"
+	// BootPath is where the firmware looks for the loader on x86-64;
+	// BootPathAA64 is the same on arm64 (UEFI's removable-media path).
+	BootPath     = "EFI/BOOT/BOOTX64.EFI"
+	BootPathAA64 = "EFI/BOOT/BOOTAA64.EFI"
 	// blockSize is the granularity at which zero blocks are left as holes.
 	blockSize = 4096
 )
@@ -53,6 +55,8 @@ type Options struct {
 	VolumeID uint32
 	// Time stamps the FAT directory entries.
 	Time time.Time
+	// BootPath is the loader's path in the ESP; "" means BootPath (x86-64).
+	BootPath string
 }
 
 // Layout describes a written disk.
@@ -60,7 +64,7 @@ type Layout struct {
 	Size     int64  // virtual size in bytes
 	ESPStart int64  // byte offset of the ESP
 	ESPSize  int64  // bytes
-	EFIStart int64  // byte offset of BOOTX64.EFI's first byte on the disk
+	EFIStart int64  // byte offset of the loader's first byte on the disk
 	DiskGUID string // as written
 	PartGUID string
 }
@@ -81,6 +85,9 @@ func Write(name string, efi []byte, o Options) (*Layout, error) {
 	}
 	if o.DiskGUID == "" || o.PartGUID == "" {
 		return nil, errors.New("disk: disk and partition GUIDs must be given (random ones would make the image irreproducible)")
+	}
+	if o.BootPath == "" {
+		o.BootPath = BootPath
 	}
 	espSize := ESPSize(int64(len(efi)))
 	espStart := int64(espStartLBA * sector)
@@ -120,7 +127,7 @@ func Write(name string, efi []byte, o Options) (*Layout, error) {
 	if err := table.Write(sw, size); err != nil {
 		return nil, fmt.Errorf("disk: write GPT: %w", err)
 	}
-	fl, err := fat.Write(sw, espStart, []fat.File{{Path: BootPath, Data: efi}}, fat.Options{
+	fl, err := fat.Write(sw, espStart, []fat.File{{Path: o.BootPath, Data: efi}}, fat.Options{
 		Size:          espSize,
 		HiddenSectors: espStartLBA,
 		VolumeID:      o.VolumeID,
@@ -146,7 +153,7 @@ func Write(name string, efi []byte, o Options) (*Layout, error) {
 		Size:     size,
 		ESPStart: espStart,
 		ESPSize:  espSize,
-		EFIStart: espStart + fl.Files[BootPath],
+		EFIStart: espStart + fl.Files[o.BootPath],
 		DiskGUID: table.GUID,
 		PartGUID: table.Partitions[0].GUID,
 	}, nil

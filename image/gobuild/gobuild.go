@@ -1,6 +1,6 @@
-// Package gobuild builds Go programs as static linux/amd64 binaries whose
-// bytes depend only on their sources and the toolchain, and checks that a
-// binary a user brings is one.
+// Package gobuild builds Go programs as static linux/amd64 or linux/arm64
+// binaries whose bytes depend only on their sources and the toolchain, and
+// checks that a binary a user brings is one for the image's architecture.
 package gobuild
 
 import (
@@ -31,7 +31,24 @@ var Flags = []string{"-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
 // Env is the environment that makes a build static and for the appliance's
 // CPU: no cgo (so no libc and no dynamic loader), linux/amd64. GOAMD64 is
 // left as the user has it (default v1) and recorded by Toolchain.
-var Env = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
+var Env = EnvFor("amd64")
+
+// EnvFor is Env for another GOARCH (a cross-compile: Go needs nothing
+// else). GOARM64 is left as the user has it (default v8.0), like GOAMD64.
+func EnvFor(goarch string) []string {
+	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + goarch}
+}
+
+// machines maps each GOARCH an image can be built for to its ELF machine.
+var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// arch returns goarch, or amd64 for "".
+func arch(goarch string) string {
+	if goarch == "" {
+		return "amd64"
+	}
+	return goarch
+}
 
 // Options says what to build.
 type Options struct {
@@ -40,6 +57,8 @@ type Options struct {
 	Dir string
 	// Package is an import path or a ./relative package path.
 	Package string
+	// Arch is the GOARCH to build for; "" means amd64.
+	Arch string
 	// Output is the binary's path.
 	Output string
 	// Go is the go command; empty means "go" from PATH.
@@ -56,7 +75,7 @@ func Build(ctx context.Context, o Options) error {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, goCmd(o.Go), args...)
 	cmd.Dir = o.Dir
-	cmd.Env = append(os.Environ(), Env...)
+	cmd.Env = append(os.Environ(), EnvFor(arch(o.Arch))...)
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
 	if o.Stderr != nil {
@@ -65,43 +84,63 @@ func Build(ctx context.Context, o Options) error {
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "build constraints exclude all Go files") || strings.Contains(msg, "cgo") {
-			msg += "\n(the image needs a static linux/amd64 binary built with CGO_ENABLED=0; a package that needs cgo cannot be used)"
+			msg += "\n(the image needs a static linux/" + arch(o.Arch) + " binary built with CGO_ENABLED=0; a package that needs cgo cannot be used)"
 		}
 		return fmt.Errorf("go build %s (in %s): %w\n%s", o.Package, o.Dir, err, msg)
 	}
-	if err := CheckStatic(o.Output); err != nil {
+	if err := CheckStatic(o.Output, o.Arch); err != nil {
 		return fmt.Errorf("go build %s: %w", o.Package, err)
 	}
 	return nil
 }
 
 // ErrNotStatic is wrapped by CheckStatic's errors.
-var ErrNotStatic = errors.New("not a static linux/amd64 executable")
+var ErrNotStatic = errors.New("not a static Linux executable for the image's architecture")
 
-// CheckStatic reports whether name is an x86-64 ELF executable that needs
-// nothing at run time: no program interpreter (PT_INTERP, the dynamic
-// loader) and no shared libraries (DT_NEEDED). The initramfs has neither a
-// loader nor libraries, so anything else would fail only at boot, as
-// "exec format error" or "no such file" on the serial console.
-func CheckStatic(name string) error {
+// notStatic is ErrNotStatic naming the architecture.
+type notStatic struct{ goarch string }
+
+func (e notStatic) Error() string        { return "not a static linux/" + e.goarch + " executable" }
+func (e notStatic) Is(target error) bool { return target == ErrNotStatic }
+
+// CheckStatic reports whether name is an ELF executable for goarch ("" is
+// amd64) that needs nothing at run time: no program interpreter (PT_INTERP,
+// the dynamic loader) and no shared libraries (DT_NEEDED). The initramfs
+// has neither a loader nor libraries, and the kernel runs only its own
+// architecture's code, so anything else would fail only at boot, as "exec
+// format error" or "no such file" on the serial console.
+func CheckStatic(name, goarch string) error {
+	goarch = arch(goarch)
+	want, ok := machines[goarch]
+	if !ok {
+		return fmt.Errorf("%s: no image architecture %q (want amd64 or arm64)", name, goarch)
+	}
+	ns := notStatic{goarch}
 	f, err := elf.Open(name)
 	if err != nil {
-		return fmt.Errorf("%s: %w: not an ELF file (%v)", name, ErrNotStatic, err)
+		return fmt.Errorf("%s: %w: not an ELF file (%v)", name, ns, err)
 	}
 	defer f.Close()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
-		return fmt.Errorf("%s: %w: it is for %s (%s), the appliance is x86-64; build with GOARCH=amd64", name, ErrNotStatic, f.Machine, f.Class)
+	if f.Class != elf.ELFCLASS64 || f.Machine != want {
+		hint := ""
+		for other, m := range machines {
+			if f.Class == elf.ELFCLASS64 && f.Machine == m {
+				hint = fmt.Sprintf(", or build a linux/%s image (-arch %s)", other, other)
+			}
+		}
+		return fmt.Errorf("%s: %w: it is for %s (%s), the image is linux/%s; rebuild it with GOARCH=%s%s",
+			name, ns, f.Machine, f.Class, goarch, goarch, hint)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return fmt.Errorf("%s: %w: ELF type %s is not an executable", name, ErrNotStatic, f.Type)
+		return fmt.Errorf("%s: %w: ELF type %s is not an executable", name, ns, f.Type)
 	}
 	if f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
-		return fmt.Errorf("%s: %w: OS ABI %s is not Linux", name, ErrNotStatic, f.OSABI)
+		return fmt.Errorf("%s: %w: OS ABI %s is not Linux", name, ns, f.OSABI)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			interp, _ := io.ReadAll(p.Open())
-			return fmt.Errorf("%s: %w: it is dynamically linked (interpreter %s); build it with CGO_ENABLED=0 or link it statically", name, ErrNotStatic, strings.TrimRight(string(interp), "\x00"))
+			return fmt.Errorf("%s: %w: it is dynamically linked (interpreter %s); build it with CGO_ENABLED=0 or link it statically", name, ns, strings.TrimRight(string(interp), "\x00"))
 		}
 	}
 	libs, err := f.ImportedLibraries()
@@ -109,7 +148,7 @@ func CheckStatic(name string) error {
 		return fmt.Errorf("%s: read dynamic section: %w", name, err)
 	}
 	if len(libs) > 0 {
-		return fmt.Errorf("%s: %w: it needs shared libraries %s", name, ErrNotStatic, strings.Join(libs, ", "))
+		return fmt.Errorf("%s: %w: it needs shared libraries %s", name, ns, strings.Join(libs, ", "))
 	}
 	if f.Entry == 0 {
 		return fmt.Errorf("%s: %w: no entry point (a shared library?)", name, ErrNotStatic)
@@ -122,6 +161,7 @@ type Toolchain struct {
 	GoVersion string `json:"go_version"` // e.g. go1.26.8
 	Compiler  string `json:"compiler"`   // gc
 	GOAMD64   string `json:"goamd64"`
+	GOARM64   string `json:"goarm64,omitempty"`
 	Flags     string `json:"flags"`
 	Env       string `json:"env"`
 	// GOFLAGS and GOEXPERIMENT reach every go build from the environment
@@ -131,21 +171,29 @@ type Toolchain struct {
 	GOEXPERIMENT string `json:"goexperiment"`
 }
 
-// ReadToolchain asks the go command in dir what it builds with.
-func ReadToolchain(ctx context.Context, goBin, dir string) (*Toolchain, error) {
-	var env struct{ GOVERSION, GOAMD64, GOFLAGS, GOEXPERIMENT string }
-	if err := goJSON(ctx, goBin, dir, &env, "env", "-json", "GOVERSION", "GOAMD64", "GOFLAGS", "GOEXPERIMENT"); err != nil {
+// ReadToolchain asks the go command in dir what it builds with for goarch
+// ("" is amd64). Only that architecture's level variable is recorded.
+func ReadToolchain(ctx context.Context, goBin, dir, goarch string) (*Toolchain, error) {
+	goarch = arch(goarch)
+	var env struct{ GOVERSION, GOAMD64, GOARM64, GOFLAGS, GOEXPERIMENT string }
+	// go env shows GOARM64 only when GOARCH is arm64.
+	if err := goJSON(ctx, goBin, dir, EnvFor(goarch), &env, "env", "-json", "GOVERSION", "GOAMD64", "GOARM64", "GOFLAGS", "GOEXPERIMENT"); err != nil {
 		return nil, err
 	}
-	return &Toolchain{
+	t := &Toolchain{
 		GoVersion:    env.GOVERSION,
 		Compiler:     "gc",
-		GOAMD64:      env.GOAMD64,
 		Flags:        strings.Join(Flags, " "),
-		Env:          strings.Join(Env, " "),
+		Env:          strings.Join(EnvFor(goarch), " "),
 		GOFLAGS:      env.GOFLAGS,
 		GOEXPERIMENT: env.GOEXPERIMENT,
-	}, nil
+	}
+	if goarch == "arm64" {
+		t.GOARM64 = env.GOARM64
+	} else {
+		t.GOAMD64 = env.GOAMD64
+	}
+	return t, nil
 }
 
 // Source is the identity of a package's source: the hash of every file the
@@ -189,12 +237,13 @@ type listed struct {
 	Error      *struct{ Err string }
 }
 
-// HashSource computes the Source of pkg as built for linux/amd64 without
-// cgo, using `go list -deps`.
-func HashSource(ctx context.Context, goBin, dir, pkg string) (*Source, error) {
+// HashSource computes the Source of pkg as built for linux/goarch ("" is
+// amd64) without cgo, using `go list -deps`: build constraints select other
+// files for another architecture.
+func HashSource(ctx context.Context, goBin, dir, pkg, goarch string) (*Source, error) {
 	cmd := exec.CommandContext(ctx, goCmd(goBin), "list", "-deps", "-json", pkg)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), Env...)
+	cmd.Env = append(os.Environ(), EnvFor(arch(goarch))...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -271,9 +320,10 @@ func HashSource(ctx context.Context, goBin, dir, pkg string) (*Source, error) {
 	return s, nil
 }
 
-func goJSON(ctx context.Context, goBin, dir string, v any, args ...string) error {
+func goJSON(ctx context.Context, goBin, dir string, env []string, v any, args ...string) error {
 	cmd := exec.CommandContext(ctx, goCmd(goBin), args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

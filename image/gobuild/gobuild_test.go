@@ -70,13 +70,13 @@ func TestCheckStaticRefuses(t *testing.T) {
 	}{
 		// Debian's /bin/true is a dynamically linked PIE.
 		{"dynamic", "/bin/true", "dynamically linked (interpreter /lib64/ld-linux-x86-64.so.2)"},
-		{"arm64", arm, "it is for EM_AARCH64"},
+		{"arm64", arm, "it is for EM_AARCH64 (ELFCLASS64), the image is linux/amd64; rebuild it with GOARCH=amd64, or build a linux/arm64 image (-arch arm64)"},
 		{"script", script, "not an ELF file"},
 		{"missing", filepath.Join(t.TempDir(), "nope"), "not an ELF file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckStatic(tc.path)
+			err := CheckStatic(tc.path, "")
 			if err == nil || !errors.Is(err, ErrNotStatic) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("CheckStatic(%s) = %v, want ErrNotStatic with %q", tc.path, err, tc.want)
 			}
@@ -96,7 +96,7 @@ func TestDynamicCgoBinaryRefused(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build cgo fixture: %v\n%s", err, b)
 	}
-	if err := CheckStatic(out); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+	if err := CheckStatic(out, ""); err == nil || !strings.Contains(err.Error(), "dynamically linked") {
 		t.Fatalf("cgo binary: %v", err)
 	}
 	// Built by us, the same package is refused at build time: without cgo
@@ -111,26 +111,26 @@ func TestHashSource(t *testing.T) {
 	ctx := context.Background()
 	dir := fixture(t, map[string]string{"main.go": hello, "lib/lib.go": "package lib\n\nconst X = 1\n"})
 	os.WriteFile(filepath.Join(dir, "main.go"), []byte(strings.Replace(hello, "import \"fmt\"", "import (\n\t\"fmt\"\n\t_ \"example.com/fixture/lib\"\n)", 1)), 0o644)
-	a, err := HashSource(ctx, "", dir, ".")
+	a, err := HashSource(ctx, "", dir, ".", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Files != 2 {
 		t.Errorf("%d files hashed, want 2", a.Files)
 	}
-	b, _ := HashSource(ctx, "", dir, ".")
+	b, _ := HashSource(ctx, "", dir, ".", "amd64")
 	if a.SHA256 != b.SHA256 {
 		t.Fatal("hash is not stable")
 	}
 	// A change in a dependency package changes the hash.
 	os.WriteFile(filepath.Join(dir, "lib/lib.go"), []byte("package lib\n\nconst X = 2\n"), 0o644)
-	c, _ := HashSource(ctx, "", dir, ".")
+	c, _ := HashSource(ctx, "", dir, ".", "")
 	if c.SHA256 == a.SHA256 {
 		t.Fatal("changed dependency, same hash")
 	}
 	// A file the build does not read does not.
 	os.WriteFile(filepath.Join(dir, "README"), []byte("x"), 0o644)
-	d, _ := HashSource(ctx, "", dir, ".")
+	d, _ := HashSource(ctx, "", dir, ".", "")
 	if d.SHA256 != c.SHA256 {
 		t.Fatal("unrelated file changed the hash")
 	}
@@ -144,7 +144,7 @@ func TestHashSourceModAndSyso(t *testing.T) {
 	dir := fixture(t, map[string]string{"main.go": hello})
 	hash := func(what string) string {
 		t.Helper()
-		s, err := HashSource(ctx, "", dir, ".")
+		s, err := HashSource(ctx, "", dir, ".", "")
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -170,17 +170,24 @@ func TestHashSourceModAndSyso(t *testing.T) {
 func TestToolchain(t *testing.T) {
 	t.Setenv("GOFLAGS", "")
 	t.Setenv("GOEXPERIMENT", "")
-	tc, err := ReadToolchain(context.Background(), "", t.TempDir())
+	tc, err := ReadToolchain(context.Background(), "", t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(tc.GoVersion, "go1.") || tc.GOAMD64 == "" {
-		t.Errorf("%+v", tc)
+	if !strings.HasPrefix(tc.GoVersion, "go1.") || tc.GOAMD64 == "" || tc.GOARM64 != "" || !strings.Contains(tc.Env, "GOARCH=amd64") {
+		t.Errorf("amd64: %+v", tc)
+	}
+	tc, err = ReadToolchain(context.Background(), "", t.TempDir(), "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.GOARM64 == "" || tc.GOAMD64 != "" || !strings.Contains(tc.Env, "GOARCH=arm64") {
+		t.Errorf("arm64: %+v", tc)
 	}
 	// What reaches go build from the environment is recorded.
 	t.Setenv("GOFLAGS", "-tags=hotpath_test")
 	t.Setenv("GOEXPERIMENT", "boringcrypto")
-	tc2, err := ReadToolchain(context.Background(), "", t.TempDir())
+	tc2, err := ReadToolchain(context.Background(), "", t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +196,58 @@ func TestToolchain(t *testing.T) {
 	}
 	if tc.GOFLAGS == tc2.GOFLAGS || tc.GOEXPERIMENT == tc2.GOEXPERIMENT {
 		t.Errorf("%+v and %+v do not differ", tc, tc2)
+	}
+}
+
+// An arm64 image builds arm64 binaries, accepts them, and refuses the
+// amd64 build of the same program naming the other architecture.
+func TestBuildArm64(t *testing.T) {
+	ctx := context.Background()
+	dir := fixture(t, map[string]string{"main.go": hello})
+	bins := map[string]string{}
+	for _, goarch := range []string{"amd64", "arm64"} {
+		bins[goarch] = filepath.Join(t.TempDir(), goarch)
+		if err := Build(ctx, Options{Dir: dir, Package: ".", Output: bins[goarch], Arch: goarch}); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckStatic(bins[goarch], goarch); err != nil {
+			t.Fatalf("%s binary refused for %s: %v", goarch, goarch, err)
+		}
+	}
+	err := CheckStatic(bins["amd64"], "arm64")
+	if want := "it is for EM_X86_64 (ELFCLASS64), the image is linux/arm64; rebuild it with GOARCH=arm64, or build a linux/amd64 image (-arch amd64)"; err == nil || !errors.Is(err, ErrNotStatic) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("amd64 binary in an arm64 image: %v, want %q", err, want)
+	}
+	if err := CheckStatic(bins["arm64"], "riscv64"); err == nil || !strings.Contains(err.Error(), `no image architecture "riscv64"`) {
+		t.Fatalf("unknown architecture: %v", err)
+	}
+}
+
+// Build constraints pick other files for another architecture, so the
+// source hash is per architecture.
+func TestHashSourcePerArch(t *testing.T) {
+	ctx := context.Background()
+	dir := fixture(t, map[string]string{
+		"main.go":      hello,
+		"cpu_amd64.go": "package main\n\nconst cpu = 1\n",
+		"cpu_arm64.go": "package main\n\nconst cpu = 2\n",
+	})
+	x, err := HashSource(ctx, "", dir, ".", "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := HashSource(ctx, "", dir, ".", "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.SHA256 == a.SHA256 || x.Files != 2 || a.Files != 2 {
+		t.Fatalf("amd64 %+v, arm64 %+v: want 2 files each and different hashes", x, a)
+	}
+	os.WriteFile(filepath.Join(dir, "cpu_arm64.go"), []byte("package main\n\nconst cpu = 3\n"), 0o644)
+	if x2, _ := HashSource(ctx, "", dir, ".", "amd64"); x2.SHA256 != x.SHA256 {
+		t.Error("an arm64-only file changed the amd64 hash")
+	}
+	if a2, _ := HashSource(ctx, "", dir, ".", "arm64"); a2.SHA256 == a.SHA256 {
+		t.Error("an arm64-only file did not change the arm64 hash")
 	}
 }

@@ -22,7 +22,10 @@ const Format = "hotpath-image-manifest/v1"
 
 // Manifest is the content of manifest.json.
 type Manifest struct {
-	Format          string    `json:"format"`
+	Format string `json:"format"`
+	// Architecture is the GOARCH of the kernel and the programs: "amd64"
+	// or "arm64" (what an AMI's Architecture is registered as).
+	Architecture    string    `json:"architecture"`
 	SourceDateEpoch int64     `json:"source_date_epoch"`
 	Disk            Disk      `json:"disk"`
 	EFI             Blob      `json:"efi"`
@@ -60,7 +63,7 @@ type ESP struct {
 	FileSystem  string `json:"file_system"`
 	VolumeID    string `json:"volume_id"`
 	BootPath    string `json:"boot_path"`
-	BootPathOff int64  `json:"boot_file_offset"` // where BOOTX64.EFI's bytes start on the disk
+	BootPathOff int64  `json:"boot_file_offset"` // where the loader's bytes start on the disk
 }
 
 // Kernel describes the kernel built with kernel-config.
@@ -120,7 +123,8 @@ type Config struct {
 type Toolchain struct {
 	Version  string `json:"version"`
 	Compiler string `json:"compiler"`
-	GOAMD64  string `json:"goamd64"`
+	GOAMD64  string `json:"goamd64,omitempty"`
+	GOARM64  string `json:"goarm64,omitempty"`
 	Flags    string `json:"flags"`
 	Env      string `json:"env"`
 	// GOFLAGS and GOEXPERIMENT as the go command resolved them (from the

@@ -65,17 +65,27 @@ func (b *booted) dial(ctx context.Context) (net.Conn, error) {
 // boot starts disk with cpus vCPUs and waits for the boot report.
 func boot(t *testing.T, disk string, cpus int) *booted {
 	t.Helper()
-	accel := vm.Accel()
-	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout(accel))
+	return bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, Accel: vm.Accel()}, bootTimeout(vm.Accel()))
+}
+
+// bootConfig boots cfg and waits up to timeout for the boot report.
+func bootConfig(t *testing.T, cfg vm.Config, timeout time.Duration) *booted {
+	t.Helper()
+	cpus := cfg.CPUs
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	g := vm.Boot(ctx, t, vm.Config{Disk: disk, CPUs: cpus, Accel: accel})
+	g := vm.Boot(ctx, t, cfg)
 	rep, err := g.Console.WaitReport(ctx)
 	if err != nil {
-		t.Fatalf("no boot report within %v: %v", bootTimeout(accel), err)
+		t.Fatalf("no boot report within %v: %v", timeout, err)
 	}
-	fmt.Fprintf(os.Stderr, "e2e: %d vCPUs under %s: boot report after %v wall time (QEMU start to report), "+
+	arch := cfg.Arch
+	if arch == "" {
+		arch = "amd64"
+	}
+	fmt.Fprintf(os.Stderr, "e2e: %s, %d vCPUs under %s: boot report after %v wall time (QEMU start to report), "+
 		"kernel start to workload ready %d ms (guest clock)\n",
-		cpus, g.Accel, time.Since(g.Started).Round(time.Millisecond), rep.ReadyMillis)
+		arch, cpus, g.Accel, time.Since(g.Started).Round(time.Millisecond), rep.ReadyMillis)
 	port := "8080"
 	if rep.Workload != nil && rep.Workload.Port > 0 {
 		port = fmt.Sprint(rep.Workload.Port)
@@ -96,27 +106,41 @@ func reportErrs(t *testing.T, errs []error) {
 func TestAppliance(t *testing.T) {
 	requireE2E(t)
 	disk := buildImage(t, "")
+	for _, cpus := range cpuCountList(t) {
+		t.Run(fmt.Sprintf("%dvcpu", cpus), func(t *testing.T) { checkAppliance(t, boot(t, disk, cpus)) })
+	}
+}
+
+// cpuCountList is -e2e.cpus parsed.
+func cpuCountList(t *testing.T) []int {
+	t.Helper()
+	var out []int
 	for _, s := range strings.Split(*cpuCounts, ",") {
 		var cpus int
 		if _, err := fmt.Sscan(s, &cpus); err != nil || cpus < 1 {
 			t.Fatalf("-e2e.cpus: bad count %q", s)
 		}
-		t.Run(fmt.Sprintf("%dvcpu", cpus), func(t *testing.T) {
-			b := boot(t, disk, cpus)
-			t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(b.rep, cpus)) })
-			t.Run("http", func(t *testing.T) { checkHTTP(t, b) })
-			t.Run("policy", func(t *testing.T) { reportErrs(t, CheckPolicy(&b.rep.Facts)) })
-			t.Run("locality", func(t *testing.T) {
-				reportErrs(t, CheckLocality(&b.rep.Facts, cpus, Network{
-					Addr: vm.GuestAddr + "/24", Gateway: vm.HostAddr, MTU: vm.GuestMTU,
-				}))
-			})
-			t.Run("dhcp", func(t *testing.T) {
-				reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
-			})
-			t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
-		})
+		out = append(out, cpus)
 	}
+	return out
+}
+
+// checkAppliance runs the appliance's checks on a booted default image,
+// every architecture alike: the boot report, HTTP, the kernel policy,
+// locality, and an orderly power off (last: it ends the guest).
+func checkAppliance(t *testing.T, b *booted) {
+	t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(b.rep, b.cpus)) })
+	t.Run("http", func(t *testing.T) { checkHTTP(t, b) })
+	t.Run("policy", func(t *testing.T) { reportErrs(t, CheckPolicy(&b.rep.Facts)) })
+	t.Run("locality", func(t *testing.T) {
+		reportErrs(t, CheckLocality(&b.rep.Facts, b.cpus, Network{
+			Addr: vm.GuestAddr + "/24", Gateway: vm.HostAddr, MTU: vm.GuestMTU,
+		}))
+	})
+	t.Run("dhcp", func(t *testing.T) {
+		reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
+	})
+	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
 }
 
 func checkHTTP(t *testing.T, b *booted) {

@@ -24,16 +24,19 @@ func buildImage(t *testing.T, workload string) string {
 // the default).
 func buildImageConfig(t *testing.T, workload string, initConfig []byte) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
-	defer cancel()
-	o := image.Options{
-		Out:        t.TempDir(),
-		Log:        prefixWriter{os.Stderr, "e2e: "},
-		InitConfig: initConfig,
-	}
+	o := image.Options{InitConfig: initConfig}
 	if workload != "" {
 		o.Workload = image.Program{Package: workload}
 	}
+	return buildWith(t, o).Disk
+}
+
+// buildWith builds o into a new directory, with the progress on stderr.
+func buildWith(t *testing.T, o image.Options) *image.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Minute)
+	defer cancel()
+	o.Out, o.Log = t.TempDir(), prefixWriter{os.Stderr, "e2e: "}
 	start := time.Now()
 	res, err := image.Build(ctx, o)
 	if err != nil {
@@ -41,7 +44,7 @@ func buildImageConfig(t *testing.T, workload string, initConfig []byte) string {
 	}
 	t.Logf("image with workload %q built in %v (kernel cached: %v)\n%s",
 		o.Workload, time.Since(start).Round(time.Second), res.KernelCached, res.Summary())
-	return res.Disk
+	return res
 }
 
 // prefixWriter prefixes each write (the image package writes whole lines).

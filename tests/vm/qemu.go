@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/image/machine"
 )
 
 // Debian's ovmf package: the 4 MiB flash layout, without Secure Boot or SMM.
@@ -96,9 +98,9 @@ type Config struct {
 	CPUs     int // vCPUs (default 2)
 	MemoryMB int // default 1024
 	Accel    string
-	// CPUModel is QEMU's -cpu; "" means host under KVM, max under TCG
-	// (max has RDRAND; qemu64 has none: a guest whose CRNG must seed
-	// itself from jitter and interrupts).
+	// CPUModel is QEMU's -cpu; "" means the machine's (amd64: host under
+	// KVM, max under TCG; max has RDRAND, qemu64 has none: a guest whose
+	// CRNG must seed itself from jitter and interrupts).
 	CPUModel string
 	// VirtioRNG adds a virtio-rng device fed from the host's /dev/urandom.
 	VirtioRNG bool
@@ -107,6 +109,9 @@ type Config struct {
 	// AllowReboot lets a guest that reboots (a panic with panic=N) boot
 	// again instead of ending QEMU (-no-reboot).
 	AllowReboot bool
+	// Arch is the guest's GOARCH: "amd64" (default, "") or "arm64", which
+	// boots QEMU's virt machine under TCG (see image/machine).
+	Arch string
 
 	// Netns and Tap attach a multi-queue virtio-net NIC with one queue
 	// pair per vCPU to the tap device Tap inside Netns. QEMU then runs
@@ -117,7 +122,7 @@ type Config struct {
 	// (default an hour); a short one makes a client that renews show.
 	DHCPLease time.Duration
 
-	OVMFCode, OVMFVars string // default: Debian's
+	OVMFCode, OVMFVars string // default: the Machine's (Debian's OVMF or AAVMF)
 	// Dir holds the firmware variables copy, the QMP socket and the
 	// console log (console.log). Default: a new temporary directory,
 	// removed by Close.
@@ -156,9 +161,10 @@ type VM struct {
 // Args returns QEMU's arguments for cfg, with the given paths for the
 // firmware variables copy and the QMP socket.
 func (cfg *Config) Args(varsPath, qmpPath string) []string {
+	m, _ := machine.For(cfg.Arch) // Start has checked it
 	args := []string{
 		"-name", "hotpath-test",
-		"-machine", "q35,accel=" + cfg.Accel,
+		"-machine", m.Machine + ",accel=" + cfg.Accel,
 		"-smp", strconv.Itoa(cfg.CPUs),
 		"-m", strconv.Itoa(cfg.MemoryMB),
 		"-display", "none",
@@ -173,14 +179,12 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		// test instead of booting again.
 		args = append(args, "-no-reboot")
 	}
-	switch {
-	case cfg.CPUModel != "":
-		args = append(args, "-cpu", cfg.CPUModel)
-	case cfg.Accel == "kvm":
-		args = append(args, "-cpu", "host")
-	default:
-		args = append(args, "-cpu", "max")
+	cpu := m.CPUFor(cfg.Accel)
+	if cfg.CPUModel != "" {
+		cpu = cfg.CPUModel
 	}
+	args = append(args, "-cpu", cpu)
+	args = append(args, m.Devices...)
 	if cfg.VirtioRNG {
 		args = append(args, "-object", "rng-random,id=rng0,filename=/dev/urandom",
 			"-device", "virtio-rng-pci,rng=rng0")
@@ -231,14 +235,24 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.MemoryMB == 0 {
 		cfg.MemoryMB = 1024
 	}
+	m, err := machine.For(cfg.Arch)
+	if err != nil {
+		return nil, fmt.Errorf("vm: %w", err)
+	}
 	if cfg.Accel == "" {
-		cfg.Accel = Accel()
+		cfg.Accel = "tcg"
+		if m.KVM {
+			cfg.Accel = Accel()
+		}
+	}
+	if err := m.CheckAccel(cfg.Accel); err != nil {
+		return nil, fmt.Errorf("vm: %w", err)
 	}
 	if cfg.OVMFCode == "" {
-		cfg.OVMFCode = DefaultOVMFCode
+		cfg.OVMFCode = m.Code
 	}
 	if cfg.OVMFVars == "" {
-		cfg.OVMFVars = DefaultOVMFVars
+		cfg.OVMFVars = m.Vars
 	}
 	if cfg.Disk == "" && cfg.Kernel == "" {
 		return nil, errors.New("vm: neither Disk nor Kernel given")
@@ -280,9 +294,9 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.Netns != nil {
 		// `ip netns exec` enters the namespace and execs QEMU, so the
 		// process we hold is QEMU itself.
-		v.cmd = cfg.Netns.Command(context.Background(), "qemu-system-x86_64", args...)
+		v.cmd = cfg.Netns.Command(context.Background(), m.QEMU, args...)
 	} else {
-		v.cmd = exec.Command("qemu-system-x86_64", args...)
+		v.cmd = exec.Command(m.QEMU, args...)
 	}
 	v.cmd.Stdout = v.Console
 	v.cmd.Stderr = v.stderr

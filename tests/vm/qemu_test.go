@@ -8,19 +8,34 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/image/machine"
 )
 
 func requireQEMU(t *testing.T) {
+	t.Helper()
+	requireMachine(t, "amd64")
+}
+
+// requireMachine fails unless QEMU and the firmware of arch are installed
+// (skips in -short mode and fails without root, like every boot).
+func requireMachine(t *testing.T, arch string) {
 	t.Helper()
 	requireRoot(t)
 	if testing.Short() {
 		t.Skip("boots QEMU; skipped in -short mode")
 	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Fatal("qemu-system-x86_64 not installed (image/deps.sh test)")
+	m, err := machine.For(arch)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(DefaultOVMFCode); err != nil {
-		t.Fatal("OVMF not installed (image/deps.sh test)")
+	// Missing is a failure, not a skip: `make test` installs both
+	// architectures' QEMU and firmware first (image/deps.sh test arm64).
+	if _, err := exec.LookPath(m.QEMU); err != nil {
+		t.Fatalf("%s not installed (image/deps.sh %s)", m.QEMU, m.DepsGroup)
+	}
+	if _, err := os.Stat(m.Code); err != nil {
+		t.Fatalf("%s firmware not installed (image/deps.sh %s)", arch, m.DepsGroup)
 	}
 }
 
@@ -29,9 +44,16 @@ func requireQEMU(t *testing.T) {
 // multi-queue NIC on a tap in a fresh namespace included) up to its boot
 // manager, whose messages must arrive on the captured serial console; QMP
 // answers; the tap gets its carrier once QEMU holds it; quit ends QEMU; and
-// the cleanups remove the namespace.
+// the cleanups remove the namespace. The same for each architecture's
+// machine and firmware (OVMF on q35, AAVMF on virt).
 func TestBootFirmware(t *testing.T) {
-	requireQEMU(t)
+	for _, arch := range []string{"amd64", "arm64"} {
+		t.Run(arch, func(t *testing.T) { testBootFirmware(t, arch) })
+	}
+}
+
+func testBootFirmware(t *testing.T, arch string) {
+	requireMachine(t, arch)
 	disk := filepath.Join(t.TempDir(), "blank.img")
 	if err := os.Truncate(createFile(t, disk), 64<<20); err != nil {
 		t.Fatal(err)
@@ -40,7 +62,7 @@ func TestBootFirmware(t *testing.T) {
 	defer cancel()
 	var nsName string
 	t.Run("boot", func(t *testing.T) {
-		g := Boot(ctx, t, Config{Disk: disk, CPUs: 2})
+		g := Boot(ctx, t, Config{Disk: disk, CPUs: 2, Arch: arch})
 		nsName = g.Netns.Name
 		t.Logf("accelerator: %s", g.Accel)
 		if _, err := g.Console.WaitString(ctx, 0, "BdsDxe"); err != nil {
@@ -128,5 +150,41 @@ func TestArgsOptions(t *testing.T) {
 				t.Errorf("%+v: args have %q:\n%s", tc.cfg, n, got)
 			}
 		}
+	}
+}
+
+func TestArgsArm64(t *testing.T) {
+	cfg := Config{Disk: "/d.img", CPUs: 2, MemoryMB: 512, Accel: "tcg", Arch: "arm64", OVMFCode: "/c.fd",
+		Netns: &Netns{Name: "x"}, Tap: "tap0"}
+	args := cfg.Args("/v.fd", "/q.sock")
+	got := strings.Join(args, " ")
+	for _, want := range []string{
+		"-machine virt,gic-version=3,accel=tcg",
+		"-cpu neoverse-n1",
+		"-serial stdio",
+		"if=pflash,format=raw,unit=0,readonly=on,file=/c.fd",
+		"if=pflash,format=raw,unit=1,file=/v.fd",
+		"tap,id=net0,ifname=tap0,script=no,downscript=no,queues=2,vhost=off",
+		"virtio-net-pci,netdev=net0,mq=on,vectors=6,",
+		"-device virtio-rng-pci",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "q35") || strings.Contains(got, "-cpu max") {
+		t.Errorf("x86 machine in arm64 args:\n%s", got)
+	}
+}
+
+// An arm64 guest on this x86-64 host can only be emulated: asking for KVM
+// is an error, not a hang; an unknown architecture is refused.
+func TestStartRefuses(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "arm64", Accel: "kvm"}); err == nil || !strings.Contains(err.Error(), "cannot run under KVM on an x86-64 host") {
+		t.Errorf("arm64 under KVM: %v", err)
+	}
+	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "mips"}); err == nil || !strings.Contains(err.Error(), `no QEMU machine for architecture "mips"`) {
+		t.Errorf("unknown architecture: %v", err)
 	}
 }

@@ -40,6 +40,7 @@ examples:
   hotpath-image build -workload ./cmd/myserver -workload-dir ~/src/myserver -config my.conf
   hotpath-image build -workload ./bin/myserver-static -cmdline 'hotpath.workload.port=9000'
   hotpath-image run -disk out/hotpath.img && curl http://127.0.0.1:8080/json
+  hotpath-image build -arch arm64 -out out-arm64 && hotpath-image run -disk out-arm64/hotpath.img
 
 Reproducible: the same inputs give the same disk and manifest bytes; SOURCE_DATE_EPOCH (default 0)
 is the only time that enters the image.
@@ -88,8 +89,9 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var (
 		out       = fs.String("out", "out", "output `dir`ectory for hotpath.img and manifest.json")
+		arch      = fs.String("arch", "amd64", "the image's `architecture`: amd64, or arm64 (Graviton: the kernel cross-built with\ngcc-aarch64-linux-gnu, the programs with GOARCH=arm64, \\EFI\\BOOT\\BOOTAA64.EFI)")
 		root      = fs.String("root", "", "the hotpath source tree (`dir`); default: found from the working directory")
-		workload  = fs.String("workload", "", "the workload: a Go package (import path or ./path, built statically in -workload-dir)\nor a prebuilt static linux/amd64 binary (`pkg|file`); default: hotpath's JSON server "+image.DefaultWorkload)
+		workload  = fs.String("workload", "", "the workload: a Go package (import path or ./path, built statically in -workload-dir)\nor a prebuilt static linux binary for -arch (`pkg|file`); default: hotpath's JSON server "+image.DefaultWorkload)
 		wdir      = fs.String("workload-dir", "", "`dir`ectory (module) to build a -workload package in; default: the working directory")
 		conf      = fs.String("config", "", "init configuration `file` baked at /etc/hotpath/init.conf (key=value lines, see init/config);\ndefault: every key at its default. Unknown keys or bad values fail the build")
 		cmdline   = fs.String("cmdline", "", "extra kernel command line (`words`) after 'console=ttyS0 mitigations=off';\nhotpath.<key>=<value> words override the init configuration;\nmitigation parameters (mitigations=, spectre_v2=, mds=, ...) are refused")
@@ -101,7 +103,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		quietFlag = fs.Bool("q", false, "print only the summary")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI, or BOOTAA64.EFI for -arch arm64) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -111,7 +113,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := image.Options{
-		Out: *out, Root: *root, Cmdline: *cmdline, KernelSource: *ksrc, CacheDir: *cache, Jobs: *jobs,
+		Out: *out, Arch: *arch, Root: *root, Cmdline: *cmdline, KernelSource: *ksrc, CacheDir: *cache, Jobs: *jobs,
 		MinDiskSize: *minGiB << 30, Log: stderr,
 	}
 	if *quietFlag {

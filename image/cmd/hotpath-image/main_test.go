@@ -4,17 +4,22 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/image/machine"
+	"github.com/hotpath-dev/hotpath/image/manifest"
 )
 
 func TestQemuArgs(t *testing.T) {
 	args := strings.Join(qemuArgs(vm{
-		Disk: "/d.img", OVMFCode: "/code.fd", OVMFVars: "/tmp/vars.fd", QMP: "/tmp/q.sock",
+		Machine: machine.AMD64,
+		Disk:    "/d.img", OVMFCode: "/code.fd", OVMFVars: "/tmp/vars.fd", QMP: "/tmp/q.sock",
 		Accel: "tcg", CPUs: 2, MemoryMiB: 1024, HostAddr: "127.0.0.1", HostPort: 8080, GuestPort: 8081,
 	}), " ")
 	for _, want := range []string{
@@ -27,10 +32,45 @@ func TestQemuArgs(t *testing.T) {
 		"-serial mon:stdio",
 		"-qmp unix:/tmp/q.sock,server=on,wait=off",
 		"-smp 2 -m 1024",
+		"-machine q35",
+		"-cpu max",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("qemu args lack %q:\n%s", want, args)
 		}
+	}
+	arm := strings.Join(qemuArgs(vm{Machine: machine.ARM64, Disk: "/d.img", Accel: "tcg", CPUs: 2, MemoryMiB: 1024}), " ")
+	for _, want := range []string{"-machine virt,gic-version=3", "-cpu neoverse-n1", "-accel tcg", "-serial mon:stdio", "-device virtio-rng-pci"} {
+		if !strings.Contains(arm, want) {
+			t.Errorf("arm64 qemu args lack %q:\n%s", want, arm)
+		}
+	}
+}
+
+// run boots a disk the way its manifest says; -arch overrides, and an
+// arm64 guest is never started under KVM.
+func TestRunArch(t *testing.T) {
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "hotpath.img")
+	os.WriteFile(disk, nil, 0o644)
+	if got := diskArch(disk); got != "amd64" {
+		t.Errorf("no manifest: %q, want amd64", got)
+	}
+	m := &manifest.Manifest{Format: manifest.Format, Architecture: "arm64"}
+	if err := m.WriteFile(filepath.Join(dir, "manifest.json")); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskArch(disk); got != "arm64" {
+		t.Errorf("arm64 manifest: %q", got)
+	}
+	var stderr bytes.Buffer
+	err := run([]string{"-disk", disk, "-accel", "kvm"}, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "an arm64 guest cannot run under KVM") {
+		t.Errorf("arm64 disk under KVM: %v", err)
+	}
+	err = run([]string{"-disk", disk, "-arch", "sparc"}, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `architecture "sparc"`) {
+		t.Errorf("-arch sparc: %v", err)
 	}
 }
 

@@ -16,11 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/image/machine"
+	"github.com/hotpath-dev/hotpath/image/manifest"
 	"golang.org/x/sys/unix"
 )
 
 // vm is what `run` boots.
 type vm struct {
+	Machine   machine.Machine
 	Disk      string
 	OVMFCode  string
 	OVMFVars  string // a private, writable copy
@@ -36,11 +39,11 @@ type vm struct {
 // qemuArgs returns QEMU's arguments for v. The disk is attached read-only:
 // `run` never changes the image that becomes the AMI.
 func qemuArgs(v vm) []string {
-	return []string{
+	return append([]string{
 		"-name", "hotpath",
-		"-machine", "q35",
+		"-machine", v.Machine.Machine,
 		"-accel", v.Accel,
-		"-cpu", "max",
+		"-cpu", v.Machine.CPUFor(v.Accel),
 		"-smp", strconv.Itoa(v.CPUs),
 		"-m", strconv.Itoa(v.MemoryMiB),
 		"-nodefaults",
@@ -60,7 +63,7 @@ func qemuArgs(v vm) []string {
 		"-qmp", "unix:" + v.QMP + ",server=on,wait=off",
 		// A guest reboot (e.g. after a panic) ends the run instead of looping.
 		"-no-reboot",
-	}
+	}, v.Machine.Devices...)
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -68,14 +71,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	v := vm{HostAddr: "127.0.0.1"}
 	fs.StringVar(&v.Disk, "disk", "out/hotpath.img", "raw disk `image` to boot (attached read-only)")
+	arch := fs.String("arch", "", "the disk's `architecture`, amd64 or arm64 (QEMU virt, AAVMF, always TCG);\ndefault: the manifest.json beside the disk says, else amd64")
 	fs.StringVar(&v.Accel, "accel", "tcg", "QEMU accelerator (`tcg` or kvm); KVM guests hang on some hosts, so TCG is the default")
 	fs.IntVar(&v.CPUs, "cpus", 2, "virtual CPUs")
 	fs.IntVar(&v.MemoryMiB, "mem", 1024, "guest memory in `MiB`")
 	fs.IntVar(&v.HostPort, "port", 8080, "host `port` on 127.0.0.1 forwarded to the guest")
 	fs.IntVar(&v.GuestPort, "guest-port", 8080, "guest TCP `port` (the workload's, workload.port)")
-	code := fs.String("ovmf-code", "/usr/share/OVMF/OVMF_CODE_4M.fd", "OVMF firmware code `file` (Debian package ovmf)")
-	vars := fs.String("ovmf-vars", "/usr/share/OVMF/OVMF_VARS_4M.fd", "OVMF variable store template `file` (copied, never written)")
-	qemu := fs.String("qemu", "qemu-system-x86_64", "QEMU `binary`")
+	code := fs.String("ovmf-code", "", "UEFI firmware code `file`; default: Debian's OVMF (amd64) or AAVMF (arm64)")
+	vars := fs.String("ovmf-vars", "", "UEFI variable store template `file` (copied, never written); default: OVMF's or AAVMF's")
+	qemu := fs.String("qemu", "", "QEMU `binary`; default: qemu-system-x86_64 or qemu-system-aarch64")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: hotpath-image run [flags]\n\nBoots a hotpath disk in QEMU through OVMF UEFI firmware with virtio-net (user networking),\nthe serial console on this terminal, and 127.0.0.1:<port> forwarded to the guest.\nCtrl-A X quits at once; for an orderly shutdown (ACPI power button, as EC2 stop does) press\nCtrl-A C and type system_powerdown, or run 'hotpath-image stop -qmp <socket>' elsewhere,\nor send this process SIGINT/SIGTERM when it has no terminal.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -89,14 +93,34 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Stat(v.Disk); err != nil {
 		return fmt.Errorf("%w (build it first: hotpath-image build, or make image)", err)
 	}
+	if *arch == "" {
+		*arch = diskArch(v.Disk)
+	}
+	m, err := machine.For(*arch)
+	if err != nil {
+		return err
+	}
+	if err := m.CheckAccel(v.Accel); err != nil {
+		return err
+	}
+	v.Machine = m
+	if *code == "" {
+		*code = m.Code
+	}
+	if *vars == "" {
+		*vars = m.Vars
+	}
+	if *qemu == "" {
+		*qemu = m.QEMU
+	}
 	for _, f := range []string{*code, *vars} {
 		if _, err := os.Stat(f); err != nil {
-			return fmt.Errorf("%w (install Debian's ovmf package: image/deps.sh test)", err)
+			return fmt.Errorf("%w (install Debian's %s package: image/deps.sh %s)", err, m.FirmwarePkg, m.DepsGroup)
 		}
 	}
 	qemuPath, err := exec.LookPath(*qemu)
 	if err != nil {
-		return fmt.Errorf("%w (install Debian's qemu-system-x86 package: image/deps.sh test)", err)
+		return fmt.Errorf("%w (install Debian's %s package: image/deps.sh %s)", err, m.QEMUPkg, m.DepsGroup)
 	}
 	tmp, err := os.MkdirTemp("", "hotpath-run-")
 	if err != nil {
@@ -110,12 +134,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stderr, `hotpath-image run: booting %s (QEMU %s, %d vCPUs, %d MiB, OVMF UEFI, virtio-net)
+	fmt.Fprintf(stderr, `hotpath-image run: booting %s (%s, QEMU %s %s, %d vCPUs, %d MiB, UEFI, virtio-net)
   the workload:   curl http://%s:%d/json   (forwarded to guest port %d once the guest has booted)
   stop at once:   Ctrl-A X
   power off:      Ctrl-A C, then 'system_powerdown' (ACPI power button; the init drains the workload)
                   or from another terminal: hotpath-image stop -qmp %s
-`, v.Disk, v.Accel, v.CPUs, v.MemoryMiB, v.HostAddr, v.HostPort, v.GuestPort, v.QMP)
+`, v.Disk, m.Arch, m.Machine, v.Accel, v.CPUs, v.MemoryMiB, v.HostAddr, v.HostPort, v.GuestPort, v.QMP)
 
 	cmd := exec.Command(qemuPath, qemuArgs(v)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
@@ -161,6 +185,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}()
 		}
 	}
+}
+
+// diskArch is the architecture the manifest beside disk records, or amd64
+// when there is none (a disk copied without its manifest, an older one).
+func diskArch(disk string) string {
+	m, err := manifest.ReadFile(filepath.Join(filepath.Dir(disk), "manifest.json"))
+	if err != nil || m.Architecture == "" {
+		return "amd64"
+	}
+	return m.Architecture
 }
 
 func stopCmd(args []string, stderr io.Writer) error {

@@ -1,12 +1,12 @@
 // Command hotpath-kernel builds hotpath's appliance kernel.
 //
-//	hotpath-kernel build  [-source tree|tarball] [-cache dir] [-initramfs f.cpio] [-cmdline s] [-j n] [-o out/bzImage]
-//	hotpath-kernel config [-source tree|tarball] [-cache dir] [-print]
+//	hotpath-kernel build  [-arch amd64|arm64] [-source tree|tarball] [-cache dir] [-initramfs f.cpio] [-cmdline s] [-j n] [-o out/bzImage]
+//	hotpath-kernel config [-arch amd64|arm64] [-source tree|tarball] [-cache dir] [-print]
 //	hotpath-kernel fragments
 //
 // build merges the fragments onto allnoconfig, verifies the policy, builds
-// (or reuses from the cache) a bzImage with the initramfs and command line
-// built in, and prints where it is, its size and the policy summary.
+// (or reuses from the cache) a bzImage (arm64: an Image, cross-built with
+// gcc-aarch64-linux-gnu) with the initramfs and command line built in, and prints where it is, its size and the policy summary.
 // config stops after the verification. fragments prints the fragments.
 package main
 
@@ -69,6 +69,7 @@ func main() {
 
 func commonFlags(fs *flag.FlagSet, o *kernelconfig.Options) {
 	fs.StringVar(&o.Source, "source", "", "Linux source tree or tarball (default "+kernelconfig.DefaultSource+")")
+	fs.StringVar(&o.Arch, "arch", "amd64", "target `architecture`: amd64 or arm64 (cross-built with gcc-aarch64-linux-gnu)")
 	fs.StringVar(&o.CacheDir, "cache", "", "cache directory (default $HOTPATH_CACHE, $XDG_CACHE_HOME/hotpath or ~/.cache/hotpath)")
 }
 
@@ -131,7 +132,11 @@ func configure(ctx context.Context, args []string) error {
 }
 
 func fragments(w io.Writer) error {
-	for _, name := range []string{"base.config", "policy.config"} {
+	var names []string
+	for _, t := range kernelconfig.Targets {
+		names = append(names, t.Fragments...)
+	}
+	for _, name := range names {
 		t, err := kernelconfig.FragmentText(name)
 		if err != nil {
 			return err
