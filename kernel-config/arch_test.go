@@ -94,7 +94,7 @@ func TestCheckArm64Policy(t *testing.T) {
 		{"SERIAL_AMBA_PL011_CONSOLE", NotSet, Missing},
 		{"SERIAL_8250_CONSOLE", NotSet, Missing},
 		{"ARM_GIC_V3_ITS", NotSet, Missing},
-		{"CMDLINE", `"panic=10"`, Mismatch},
+		{"CMDLINE", `"panic=10"`, Overridden},
 		{"CMDLINE_FORCE", NotSet, Missing},
 	} {
 		c := clean()
