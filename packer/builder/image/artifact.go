@@ -8,7 +8,9 @@ import (
 // Artifact is the raw disk image and its manifest on the local disk.
 type Artifact struct {
 	Disk, Manifest, DiskSHA256 string
-	StateData                  map[string]interface{}
+	// Architecture is the manifest's: "amd64" or "arm64" (Go's names).
+	Architecture string
+	StateData    map[string]interface{}
 }
 
 func (a *Artifact) BuilderId() string { return BuilderID }
@@ -19,10 +21,11 @@ func (a *Artifact) Files() []string { return []string{a.Disk, a.Manifest} }
 func (a *Artifact) Id() string { return a.DiskSHA256 }
 
 func (a *Artifact) String() string {
-	return fmt.Sprintf("hotpath disk image %s (sha256 %s), manifest %s", a.Disk, a.DiskSHA256, a.Manifest)
+	return fmt.Sprintf("hotpath %s disk image %s (sha256 %s), manifest %s", a.Architecture, a.Disk, a.DiskSHA256, a.Manifest)
 }
 
-// State answers "disk_image", "manifest", "disk_sha256" and the generated
+// State answers "disk_image", "manifest", "disk_sha256", "architecture"
+// (the manifest's, for hotpath-ami's AMI architecture) and the generated
 // data.
 func (a *Artifact) State(name string) interface{} {
 	switch name {
@@ -32,6 +35,8 @@ func (a *Artifact) State(name string) interface{} {
 		return a.Manifest
 	case "disk_sha256":
 		return a.DiskSHA256
+	case "architecture":
+		return a.Architecture
 	}
 	return a.StateData[name]
 }

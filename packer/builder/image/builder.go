@@ -40,7 +40,7 @@ func (b *Builder) Prepare(raws ...interface{}) ([]string, []string, error) {
 		return nil, warnings, err
 	}
 	// Generated variables, usable as build.<name> in later blocks.
-	return []string{"DiskImage", "Manifest", "DiskSHA256"}, warnings, nil
+	return []string{"DiskImage", "Manifest", "DiskSHA256", "Architecture"}, warnings, nil
 }
 
 // Run builds the image into the output directory. On failure or cancel
@@ -77,9 +77,9 @@ func (b *Builder) Run(ctx context.Context, ui packersdk.Ui, hook packersdk.Hook)
 	}
 	ui.Say(strings.TrimRight(res.Summary, "\n"))
 	return &Artifact{
-		Disk: res.Disk, Manifest: res.Manifest, DiskSHA256: res.DiskSHA256,
+		Disk: res.Disk, Manifest: res.Manifest, DiskSHA256: res.DiskSHA256, Architecture: res.Arch,
 		StateData: map[string]interface{}{"generated_data": map[string]interface{}{
-			"DiskImage": res.Disk, "Manifest": res.Manifest, "DiskSHA256": res.DiskSHA256,
+			"DiskImage": res.Disk, "Manifest": res.Manifest, "DiskSHA256": res.DiskSHA256, "Architecture": res.Arch,
 		}},
 	}, nil
 }

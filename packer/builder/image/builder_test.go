@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hotpath-dev/hotpath/image/manifest"
 	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
 )
@@ -41,9 +41,10 @@ func fixture(t *testing.T) string {
 	return dir
 }
 
-// standInKernel writes a minimal PE32+ x86-64 header followed by the
-// initramfs and command line, so Run can be tested without a 30-minute
-// kernel build; the real kernel runs in the plugin test.
+// standInKernel writes a minimal PE32+ header for the build's
+// architecture (x86-64 or arm64) followed by the initramfs and command
+// line, so Run can be tested without a 30-minute kernel build; the real
+// kernel runs in the plugin test.
 func standInKernel(t *testing.T) func(context.Context, kernelconfig.Options) (*kernelconfig.Result, error) {
 	dir := t.TempDir()
 	return func(_ context.Context, o kernelconfig.Options) (*kernelconfig.Result, error) {
@@ -55,7 +56,11 @@ func standInKernel(t *testing.T) func(context.Context, kernelconfig.Options) (*k
 		copy(b, "MZ")
 		binary.LittleEndian.PutUint32(b[0x3c:], 0x40)
 		copy(b[0x40:], "PE\x00\x00")
-		binary.LittleEndian.PutUint16(b[0x44:], 0x8664)
+		machine := uint16(0x8664)
+		if o.Arch == "arm64" {
+			machine = 0xaa64
+		}
+		binary.LittleEndian.PutUint16(b[0x44:], machine)
 		cmdline := strings.TrimSpace("console=ttyS0 mitigations=off " + o.Cmdline)
 		b = append(append(b, initrd...), cmdline...)
 		p := filepath.Join(dir, "bzImage")
@@ -78,8 +83,11 @@ func TestPrepareDefaults(t *testing.T) {
 	if b.config.OutputDir != "output-app" {
 		t.Errorf("output_directory %q, want output-app", b.config.OutputDir)
 	}
-	if strings.Join(vars, ",") != "DiskImage,Manifest,DiskSHA256" {
+	if strings.Join(vars, ",") != "DiskImage,Manifest,DiskSHA256,Architecture" {
 		t.Errorf("generated vars %v", vars)
+	}
+	if b.config.Architecture != "amd64" {
+		t.Errorf("architecture %q, want amd64", b.config.Architecture)
 	}
 	if text, _ := b.config.initConf(); text != "" {
 		t.Errorf("init.conf %q, want none (the image package's default)", text)
@@ -141,6 +149,9 @@ func TestPrepareErrors(t *testing.T) {
 		{"unknown cmdline key", base("kernel_cmdline", "quiet hotpath.bogus=1"), "bogus"},
 		{"bad cmdline value", base("kernel_cmdline", "hotpath.workload.port=http"), "workload.port"},
 		{"init_binary missing", base("init_binary", "/nonexistent/init"), "init_binary"},
+		{"EC2's name", base("architecture", "x86_64"), `architecture "x86_64" is not supported: hotpath builds amd64 or arm64 images`},
+		{"kbuild's name", base("architecture", "aarch64"), `architecture "aarch64" is not supported`},
+		{"no such architecture", base("architecture", "riscv64"), `architecture "riscv64" is not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Config
@@ -163,54 +174,74 @@ func TestPrepareErrors(t *testing.T) {
 }
 
 // Run builds a real image (real static builds, initramfs, GPT/FAT disk,
-// manifest) with a stand-in kernel.
+// manifest) with a stand-in kernel, for each architecture; the artifact
+// carries the manifest's architecture to hotpath-ami.
 func TestRun(t *testing.T) {
 	root := fixture(t)
-	out := filepath.Join(t.TempDir(), "out")
-	b := Builder{kernel: standInKernel(t)}
-	if _, _, err := b.Prepare(map[string]interface{}{
-		"hotpath_root": root, "output_directory": out, "source_date_epoch": 1700000000,
-		"kernel_cmdline": "hotpath.workload.port=8080",
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ui := new(uitest.UI)
-	a, err := b.Run(context.Background(), ui, &packersdk.MockHook{})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, ui.Text())
-	}
-	t.Logf("UI:\n%s", ui.Text())
-	files := a.Files()
-	if len(files) != 2 || files[0] != filepath.Join(out, "hotpath.img") || files[1] != filepath.Join(out, "manifest.json") {
-		t.Fatalf("files %v", files)
-	}
-	f, err := os.Open(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.New()
-	io.Copy(h, f)
-	f.Close()
-	sum := hex.EncodeToString(h.Sum(nil))
-	if a.Id() != sum || a.State("disk_sha256") != sum || a.State("disk_image") != files[0] {
-		t.Errorf("artifact id %s, disk sha256 %s", a.Id(), sum)
-	}
-	var m struct{ Disk struct{ SHA256 string } }
-	data, _ := os.ReadFile(files[1])
-	if err := json.Unmarshal(data, &m); err != nil || m.Disk.SHA256 != sum {
-		t.Errorf("manifest disk sha256 %q (%v), want %s", m.Disk.SHA256, err, sum)
-	}
-	if gd, ok := a.State("generated_data").(map[string]interface{}); !ok || gd["DiskSHA256"] != sum {
-		t.Errorf("generated_data %v", a.State("generated_data"))
-	}
-	if !ui.Contains("image: ") || !ui.Contains("hotpath image built") {
-		t.Errorf("UI lacks build progress or summary:\n%s", ui.Text())
-	}
-	if err := a.Destroy(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
-		t.Errorf("disk still there after Destroy")
+	for _, tc := range []struct{ arch, want, bootPath string }{
+		{"", "amd64", "/EFI/BOOT/BOOTX64.EFI"},
+		{"arm64", "arm64", "/EFI/BOOT/BOOTAA64.EFI"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			b := Builder{kernel: standInKernel(t)}
+			raw := map[string]interface{}{
+				"hotpath_root": root, "output_directory": out, "source_date_epoch": 1700000000,
+				"kernel_cmdline": "hotpath.workload.port=8080",
+			}
+			if tc.arch != "" {
+				raw["architecture"] = tc.arch
+			}
+			if _, _, err := b.Prepare(raw); err != nil {
+				t.Fatal(err)
+			}
+			ui := new(uitest.UI)
+			a, err := b.Run(context.Background(), ui, &packersdk.MockHook{})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, ui.Text())
+			}
+			t.Logf("UI:\n%s", ui.Text())
+			files := a.Files()
+			if len(files) != 2 || files[0] != filepath.Join(out, "hotpath.img") || files[1] != filepath.Join(out, "manifest.json") {
+				t.Fatalf("files %v", files)
+			}
+			f, err := os.Open(files[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.New()
+			io.Copy(h, f)
+			f.Close()
+			sum := hex.EncodeToString(h.Sum(nil))
+			if a.Id() != sum || a.State("disk_sha256") != sum || a.State("disk_image") != files[0] {
+				t.Errorf("artifact id %s, disk sha256 %s", a.Id(), sum)
+			}
+			m, err := manifest.ReadFile(files[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Disk.SHA256 != sum {
+				t.Errorf("manifest disk sha256 %q, want %s", m.Disk.SHA256, sum)
+			}
+			if m.Architecture != tc.want || m.Disk.ESP.BootPath != tc.bootPath {
+				t.Errorf("manifest architecture %q, boot path %q; want %s, %s", m.Architecture, m.Disk.ESP.BootPath, tc.want, tc.bootPath)
+			}
+			if a.State("architecture") != tc.want || !strings.Contains(a.String(), "hotpath "+tc.want+" disk image") {
+				t.Errorf("artifact architecture %v (%s), want %s", a.State("architecture"), a, tc.want)
+			}
+			if gd, ok := a.State("generated_data").(map[string]interface{}); !ok || gd["DiskSHA256"] != sum || gd["Architecture"] != tc.want {
+				t.Errorf("generated_data %v", a.State("generated_data"))
+			}
+			if !ui.Contains("image: ") || !ui.Contains("hotpath image built") {
+				t.Errorf("UI lacks build progress or summary:\n%s", ui.Text())
+			}
+			if err := a.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+				t.Errorf("disk still there after Destroy")
+			}
+		})
 	}
 }
 

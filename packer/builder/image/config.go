@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,17 +31,21 @@ type Config struct {
 	// needed when init_binary and workload_binary (or workload with
 	// workload_dir) are given: then packer build runs anywhere.
 	HotpathRoot string `mapstructure:"hotpath_root"`
-	// A prebuilt static linux/amd64 hotpath init (PID 1) instead of
-	// building ./init from hotpath_root; `make plugin-release` ships one
-	// next to the plugin.
+	// The image's CPU architecture: "amd64" (the default) or "arm64"
+	// (Graviton): the kernel is cross-built, the init and the workload
+	// cross-compiled, and the manifest records it for hotpath-ami.
+	Architecture string `mapstructure:"architecture"`
+	// A prebuilt static linux hotpath init (PID 1) for architecture
+	// instead of building ./init from hotpath_root; `make plugin-release`
+	// ships one (linux/amd64) next to the plugin.
 	InitBinary string `mapstructure:"init_binary"`
 	// The workload as a Go package: an import path or a ./relative path,
 	// built statically in workload_dir; default hotpath's JSON server.
 	Workload string `mapstructure:"workload"`
 	// The module directory workload is built in; default hotpath_root.
 	WorkloadDir string `mapstructure:"workload_dir"`
-	// The workload as a prebuilt static linux/amd64 binary, instead of
-	// workload.
+	// The workload as a prebuilt static linux binary for architecture,
+	// instead of workload.
 	WorkloadBinary string `mapstructure:"workload_binary"`
 	// An init.conf (key=value lines) baked into the image; default every
 	// key at its default.
@@ -64,6 +69,14 @@ type Config struct {
 	ctx interpolate.Context
 }
 
+// DefaultArchitecture is the architecture built when the template does
+// not say.
+const DefaultArchitecture = "amd64"
+
+// Architectures lists the values architecture accepts, in Go's names (as
+// image.Options.Arch and the manifest spell them).
+var Architectures = []string{"amd64", "arm64"}
+
 // Prepare decodes, defaults and validates; every problem is reported.
 func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	err := config.Decode(c, &config.DecodeOpts{
@@ -82,6 +95,13 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 		errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...))
 	}
 
+	if c.Architecture == "" {
+		c.Architecture = DefaultArchitecture
+	}
+	if !slices.Contains(Architectures, c.Architecture) {
+		add("architecture %q is not supported: hotpath builds %s images (Go's names: amd64 for x86_64, arm64 for aarch64/Graviton)",
+			c.Architecture, strings.Join(Architectures, " or "))
+	}
 	if c.OutputDir == "" {
 		name := c.PackerBuildName
 		if name == "" {

@@ -20,6 +20,7 @@ type FlatConfig struct {
 	PackerSensitiveVars []string          `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
 	OutputDir           *string           `mapstructure:"output_directory" cty:"output_directory" hcl:"output_directory"`
 	HotpathRoot         *string           `mapstructure:"hotpath_root" cty:"hotpath_root" hcl:"hotpath_root"`
+	Architecture        *string           `mapstructure:"architecture" cty:"architecture" hcl:"architecture"`
 	InitBinary          *string           `mapstructure:"init_binary" cty:"init_binary" hcl:"init_binary"`
 	Workload            *string           `mapstructure:"workload" cty:"workload" hcl:"workload"`
 	WorkloadDir         *string           `mapstructure:"workload_dir" cty:"workload_dir" hcl:"workload_dir"`
@@ -55,6 +56,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"packer_sensitive_variables": &hcldec.AttrSpec{Name: "packer_sensitive_variables", Type: cty.List(cty.String), Required: false},
 		"output_directory":           &hcldec.AttrSpec{Name: "output_directory", Type: cty.String, Required: false},
 		"hotpath_root":               &hcldec.AttrSpec{Name: "hotpath_root", Type: cty.String, Required: false},
+		"architecture":               &hcldec.AttrSpec{Name: "architecture", Type: cty.String, Required: false},
 		"init_binary":                &hcldec.AttrSpec{Name: "init_binary", Type: cty.String, Required: false},
 		"workload":                   &hcldec.AttrSpec{Name: "workload", Type: cty.String, Required: false},
 		"workload_dir":               &hcldec.AttrSpec{Name: "workload_dir", Type: cty.String, Required: false},

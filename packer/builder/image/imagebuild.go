@@ -12,6 +12,7 @@ import (
 type built struct {
 	Disk, Manifest string
 	DiskSHA256     string
+	Arch           string // the manifest's architecture
 	Size           int64
 	Summary        string
 }
@@ -21,6 +22,7 @@ type built struct {
 func buildImage(ctx context.Context, c *Config, kernel hpimage.KernelBuilder, log io.Writer) (*built, error) {
 	o := hpimage.Options{
 		Out:             c.OutputDir,
+		Arch:            c.Architecture,
 		Root:            c.HotpathRoot,
 		Cmdline:         c.KernelCmdline,
 		KernelSource:    c.KernelSource,
@@ -59,7 +61,7 @@ func buildImage(ctx context.Context, c *Config, kernel hpimage.KernelBuilder, lo
 		return nil, err
 	}
 	return &built{
-		Disk: res.Disk, Manifest: res.Manifest, DiskSHA256: res.DiskSHA256,
+		Disk: res.Disk, Manifest: res.Manifest, DiskSHA256: res.DiskSHA256, Arch: res.M.Architecture,
 		Size: res.DiskSize, Summary: res.Summary(),
 	}, nil
 }

@@ -32,6 +32,7 @@ import (
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	"github.com/hashicorp/packer-plugin-sdk/plugin"
 	packrpc "github.com/hashicorp/packer-plugin-sdk/rpc"
+	"github.com/hotpath-dev/hotpath/image/manifest"
 	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
 	"github.com/zclconf/go-cty/cty"
@@ -372,7 +373,7 @@ func TestPostProcessorRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	ui := new(uitest.UI)
-	in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.builder.image", FilesValue: []string{disk, filepath.Join(filepath.Dir(disk), "manifest.json")}}
+	in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.builder.image", FilesValue: []string{disk, writeManifest(t, filepath.Dir(disk), "amd64")}}
 	a, keep, _, err := pp.PostProcess(context.Background(), ui, in)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, ui.Text())
@@ -381,10 +382,83 @@ func TestPostProcessorRPC(t *testing.T) {
 	if !keep {
 		t.Errorf("input artifact not kept")
 	}
-	checkAMIs(t, f, a, ui, sum, 1<<30)
+	checkAMIs(t, f, a, ui, sum, 1<<30, "x86_64")
 }
 
-func checkAMIs(t *testing.T, f *fakeaws.Server, a packersdk.Artifact, ui *uitest.UI, sum string, size int64) {
+// writeManifest writes a hotpath manifest.json for the architecture (Go's
+// name) into dir, as the image builder does next to the disk.
+func writeManifest(t *testing.T, dir, goarch string) string {
+	t.Helper()
+	p := filepath.Join(dir, "manifest.json")
+	if err := (&manifest.Manifest{Format: manifest.Format, Architecture: goarch}).WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Issue #15: an arm64 image through the post-processor plugin (protobuf
+// encoding) becomes arm64 AMIs with UEFI boot in the fake AWS, the
+// architecture read from the input artifact as the hotpath-image
+// builder's artifact carries it (architecture state) and as another
+// builder's would (manifest.json among its files); a template that says
+// x86_64 for an arm64 image is refused before any AWS call.
+func TestPostProcessorRPCArm64(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   func(disk string) packersdk.Artifact
+	}{
+		{"builder state", func(disk string) packersdk.Artifact {
+			m := writeManifest(t, filepath.Dir(disk), "arm64")
+			return &packersdk.MockArtifact{BuilderIdValue: "hotpath.builder.image", FilesValue: []string{disk, m},
+				StateValues: map[string]interface{}{"architecture": "arm64", "manifest": m, "disk_image": disk}}
+		}},
+		{"manifest file", func(disk string) packersdk.Artifact {
+			return &packersdk.MockArtifact{FilesValue: []string{disk, writeManifest(t, filepath.Dir(disk), "arm64")}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fakeaws.New("AKIDRPC")
+			defer f.Close()
+			disk, sum := sparseDisk(t)
+			in := tc.in(disk)
+			client := start(t, "post-processor", "ami", true, awsEnv(t)...)
+			pp := client.PostProcessor()
+			_, cfg := decode(t, map[string]string{"version": "1.0", "key": "AKIDRPC", "endpoint": f.URL, "out": "x"}, nil, pp.ConfigSpec())
+
+			if err := pp.Configure(coreVars("hotpath-image"), cfg, map[string]interface{}{"architecture": "x86_64"}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err := pp.PostProcess(context.Background(), new(uitest.UI), in)
+			if err == nil || !strings.Contains(err.Error(), `architecture = "x86_64", but the image is built for arm64`) {
+				t.Errorf("x86_64 configured for an arm64 image: %v", err)
+			}
+			if n := len(f.Calls()); n != 0 {
+				t.Errorf("%d AWS calls before the refusal", n)
+			}
+
+			if err := pp.Configure(coreVars("hotpath-image"), cfg); err != nil {
+				t.Fatal(err)
+			}
+			ui := new(uitest.UI)
+			a, _, _, err := pp.PostProcess(context.Background(), ui, in)
+			t.Logf("UI:\n%s", ui.Text())
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAMIs(t, f, a, ui, sum, 1<<30, "arm64")
+			for _, im := range f.Images() {
+				if im.Region == "eu-west-1" && (im.Params["Architecture"] != "arm64" || im.Params["BootMode"] != "uefi") {
+					t.Errorf("RegisterImage Architecture %q BootMode %q", im.Params["Architecture"], im.Params["BootMode"])
+				}
+			}
+		})
+	}
+}
+
+// checkAMIs checks the AMIs the template's post-processor block makes
+// from a disk with the given sha256 and size: registered in eu-west-1 as
+// arch (EC2's name) and copied to us-east-1.
+func checkAMIs(t *testing.T, f *fakeaws.Server, a packersdk.Artifact, ui *uitest.UI, sum string, size int64, arch string) {
 	t.Helper()
 	if a.BuilderId() != "hotpath.post-processor.ami" {
 		t.Errorf("artifact builder id %s", a.BuilderId())
@@ -403,7 +477,7 @@ func checkAMIs(t *testing.T, f *fakeaws.Server, a packersdk.Artifact, ui *uitest
 	for _, im := range imgs {
 		if im.Name != "hotpath 1.0" || im.Tags["Version"] != "1.0" || im.State != "available" ||
 			im.BootMode != "uefi" || im.Imds != "v2.0" || !im.EnaSupport || im.SriovNetSupport != "simple" ||
-			im.Architecture != "x86_64" || im.VolumeType != "gp3" || !im.DeleteOnTermination ||
+			im.Architecture != arch || im.VolumeType != "gp3" || !im.DeleteOnTermination ||
 			strings.Join(im.LaunchUsers, ",") != "111122223333" {
 			t.Errorf("image %+v", im)
 		}
@@ -421,7 +495,7 @@ func checkAMIs(t *testing.T, f *fakeaws.Server, a packersdk.Artifact, ui *uitest
 	if got != sum {
 		t.Errorf("snapshot reassembled from the uploaded blocks: sha256 %s, disk %s", got, sum)
 	}
-	for _, s := range []string{"Started snapshot", "written", "MiB/s", "ETA", "is available in us-east-1"} {
+	for _, s := range []string{"Started snapshot", "written", "MiB/s", "ETA", "is available in us-east-1", "(" + arch + ", UEFI, ENA, IMDSv2 only)"} {
 		if !ui.Contains(s) {
 			t.Errorf("UI does not say %q", s)
 		}
@@ -454,7 +528,7 @@ func TestBuilderRPCRefusesDynamicWorkload(t *testing.T) {
 	client := start(t, "builder", "image", false)
 	b := client.Builder()
 	spec := b.ConfigSpec()
-	for _, k := range []string{"output_directory", "workload", "workload_binary", "init_config", "kernel_source", "hotpath_root"} {
+	for _, k := range []string{"output_directory", "workload", "workload_binary", "init_config", "kernel_source", "hotpath_root", "architecture"} {
 		if _, ok := spec[k]; !ok {
 			t.Errorf("ConfigSpec lacks %s", k)
 		}
@@ -463,8 +537,9 @@ func TestBuilderRPCRefusesDynamicWorkload(t *testing.T) {
 	cfg, _ := decode(t, map[string]string{"out": out, "version": "1", "key": "k", "endpoint": "http://x"}, spec, nil)
 
 	// Bad values are refused at Prepare, all of them.
-	if _, _, err := b.Prepare(coreVars("hotpath-image"), cfg, map[string]interface{}{"jobs": -1, "kernel_source": "/nonexistent"}); err == nil ||
-		!strings.Contains(err.Error(), "jobs must not be negative") || !strings.Contains(err.Error(), "kernel_source") {
+	if _, _, err := b.Prepare(coreVars("hotpath-image"), cfg, map[string]interface{}{"jobs": -1, "kernel_source": "/nonexistent", "architecture": "x86_64"}); err == nil ||
+		!strings.Contains(err.Error(), "jobs must not be negative") || !strings.Contains(err.Error(), "kernel_source") ||
+		!strings.Contains(err.Error(), `architecture "x86_64" is not supported: hotpath builds amd64 or arm64 images`) {
 		t.Errorf("Prepare of a bad config: %v", err)
 	}
 
@@ -478,7 +553,7 @@ func TestBuilderRPCRefusesDynamicWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(vars, ",") != "DiskImage,Manifest,DiskSHA256" {
+	if strings.Join(vars, ",") != "DiskImage,Manifest,DiskSHA256,Architecture" {
 		t.Errorf("generated vars %v", vars)
 	}
 	ui := new(uitest.UI)
@@ -499,9 +574,47 @@ func TestBuilderRPCRefusesDynamicWorkload(t *testing.T) {
 // plugin builds the real appliance (hotpath's init and JSON server, the
 // real kernel from the cache or built now), and its artifact is handed to
 // the post-processor plugin, which uploads it to the fake AWS and
-// registers the AMIs. A cold kernel build takes ~30 minutes on 2 cores;
-// -short skips this test.
+// registers the AMIs, and on to hotpath-rollout. A cold kernel build takes
+// ~30 minutes on 2 cores; -short skips this test.
 func TestBuildAndPostProcessRPC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Minute)
+	defer cancel()
+	f, vars, a := buildAndPostProcess(t, ctx, "", "x86_64")
+
+	// ... and on to the fleet.
+	vars["lt_us"] = fleet(t, f)
+	if _, _, err := runRollout(t, ctx, vars, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct{ region, name string }{{"eu-west-1", "web"}, {"us-east-1", "web-us"}} {
+		if gs := f.GroupState(g.region, g.name); gs.Refreshes[0].Status != "Successful" || !strings.HasPrefix(a.Id(), "eu-west-1:"+gs.Running) && !strings.HasSuffix(a.Id(), "us-east-1:"+gs.Running) {
+			t.Errorf("group %s: %+v (AMIs %s)", g.name, gs, a.Id())
+		}
+	}
+}
+
+// Issue #15: the same pipeline for Graviton. The builder plugin, with
+// architecture = "arm64", cross-builds the init, the workload and the
+// kernel (a relink when the arm64 kernel is cached, ~40 minutes cold),
+// and the post-processor plugin registers arm64 AMIs with UEFI boot
+// without being told the architecture: it reads it from the builder's
+// artifact. -short skips this test.
+func TestBuildAndPostProcessRPCArm64(t *testing.T) {
+	if _, err := exec.LookPath("aarch64-linux-gnu-gcc"); err != nil {
+		t.Skip("no arm64 cross compiler (image/deps.sh build arm64 installs gcc-aarch64-linux-gnu)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Minute)
+	defer cancel()
+	buildAndPostProcess(t, ctx, "arm64", "arm64")
+}
+
+// buildAndPostProcess builds the appliance for goarch ("" for the
+// default) with the builder plugin and hands its artifact to the
+// post-processor plugin, which must register AMIs of amiArch. It returns
+// the fake AWS, the template's variables and the post-processor's
+// artifact.
+func buildAndPostProcess(t *testing.T, ctx context.Context, goarch, amiArch string) (*fakeaws.Server, map[string]string, packersdk.Artifact) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: skipping the real image build")
 	}
@@ -509,7 +622,7 @@ func TestBuildAndPostProcessRPC(t *testing.T) {
 		t.Skip("no kernel source (image/deps.sh installs linux-source-6.1)")
 	}
 	f := fakeaws.New("AKIDRPC")
-	defer f.Close()
+	t.Cleanup(f.Close)
 	out := filepath.Join(t.TempDir(), "out")
 	vars := map[string]string{"out": out, "version": "1.0", "key": "AKIDRPC", "endpoint": f.URL}
 
@@ -520,12 +633,13 @@ func TestBuildAndPostProcessRPC(t *testing.T) {
 	if src := os.Getenv("HOTPATH_KERNEL_SOURCE"); src != "" {
 		extra["kernel_source"] = src
 	}
+	if goarch != "" {
+		extra["architecture"] = goarch
+	}
 	if _, _, err := b.Prepare(coreVars("hotpath-image"), bcfg, extra); err != nil {
 		t.Fatal(err)
 	}
 	bui := new(uitest.UI)
-	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Minute)
-	defer cancel()
 	art, err := b.Run(ctx, bui, &packersdk.MockHook{})
 	t.Logf("builder UI:\n%s", bui.Text())
 	if err != nil {
@@ -547,6 +661,17 @@ func TestBuildAndPostProcessRPC(t *testing.T) {
 	if art.Id() != sum {
 		t.Errorf("artifact id %s, disk sha256 %s", art.Id(), sum)
 	}
+	m, err := manifest.ReadFile(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantArch := goarch
+	if wantArch == "" {
+		wantArch = "amd64"
+	}
+	if m.Architecture != wantArch || art.State("architecture") != wantArch {
+		t.Errorf("manifest architecture %q, artifact's %v; want %s", m.Architecture, art.State("architecture"), wantArch)
+	}
 
 	pc := start(t, "post-processor", "ami", true, awsEnv(t)...)
 	pp := pc.PostProcessor()
@@ -560,18 +685,8 @@ func TestBuildAndPostProcessRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkAMIs(t, f, a, pui, sum, fi.Size())
-
-	// ... and on to the fleet.
-	vars["lt_us"] = fleet(t, f)
-	if _, _, err := runRollout(t, ctx, vars, a); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range []struct{ region, name string }{{"eu-west-1", "web"}, {"us-east-1", "web-us"}} {
-		if gs := f.GroupState(g.region, g.name); gs.Refreshes[0].Status != "Successful" || !strings.HasPrefix(a.Id(), "eu-west-1:"+gs.Running) && !strings.HasSuffix(a.Id(), "us-east-1:"+gs.Running) {
-			t.Errorf("group %s: %+v (AMIs %s)", g.name, gs, a.Id())
-		}
-	}
+	checkAMIs(t, f, a, pui, sum, fi.Size(), amiArch)
+	return f, vars, a
 }
 
 // Cancelling the build (Packer core cancels the context, the RPC client

@@ -24,6 +24,8 @@ type Artifact struct {
 	BuildRegion string
 	// DiskSHA256 is that disk's sha256, when the input artifact said.
 	DiskSHA256 string
+	// Architecture is what the AMIs are registered as: x86_64 or arm64.
+	Architecture string
 
 	clients *clients
 }
@@ -52,7 +54,8 @@ func (a *Artifact) String() string {
 	return b.String()
 }
 
-// State answers the HCP Packer registry's query and the ids by name.
+// State answers the HCP Packer registry's query, the ids by name and the
+// AMIs' architecture.
 func (a *Artifact) State(name string) interface{} {
 	switch name {
 	case registryimage.ArtifactStateURI:
@@ -61,6 +64,8 @@ func (a *Artifact) State(name string) interface{} {
 		return a.Amis
 	case "snapshots":
 		return a.Snapshots
+	case "architecture":
+		return a.Architecture
 	}
 	return nil
 }
@@ -110,6 +115,9 @@ func (a *Artifact) registryImages() []*registryimage.Image {
 		}
 		if s := a.Snapshots[r]; s != "" {
 			im.Labels["snapshot_id"] = s
+		}
+		if a.Architecture != "" {
+			im.Labels["architecture"] = a.Architecture
 		}
 		imgs = append(imgs, im)
 	}

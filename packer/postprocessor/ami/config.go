@@ -149,7 +149,9 @@ type Config struct {
 	SriovSupport *bool `mapstructure:"sriov_support"`
 	// NitroTPM: "v2.0" to expose a TPM 2.0, or unset.
 	TPMSupport string `mapstructure:"tpm_support"`
-	// CPU architecture of the image: "x86_64".
+	// CPU architecture of the AMI: "x86_64" or "arm64" (Graviton).
+	// Default: the input artifact's manifest (amd64 is x86_64), else
+	// x86_64; a value that disagrees with the manifest is an error.
 	Architecture string `mapstructure:"architecture"`
 	// Encrypt the snapshot, with kms_key_id or the account's default EBS
 	// key. Encrypted uploads write every block, zeros included.
@@ -398,12 +400,6 @@ func (c *Config) shared() bool {
 	return len(c.AMIUsers)+len(c.AMIGroups)+len(c.AMIOrgArns)+len(c.AMIOuArns)+len(c.SnapshotUsers)+len(c.SnapshotGroups) > 0
 }
 
-// Architectures lists the values architecture accepts: the CPU
-// architectures hotpath builds images for. An architecture is added here
-// once the kernel, the init and the tests support it (arm64 for Graviton
-// is next).
-var Architectures = []string{"x86_64"}
-
 func (a *AssumeRoleConfig) prepare(add func(string, ...any)) {
 	if a.RoleARN == "" {
 		if a.ExternalID != "" || a.Policy != "" || len(a.PolicyARNs) > 0 || a.SessionName != "" || a.DurationSeconds != 0 ||
@@ -487,13 +483,7 @@ func (c *Config) prepareAmazonKeys(add func(string, ...any), warnings *[]string)
 	if c.SriovSupport != nil && !*c.SriovSupport {
 		add("sriov_support = false is not supported: the AMI is registered with SR-IOV (simple) for enhanced networking")
 	}
-	if c.Architecture == "" {
-		c.Architecture = Architectures[0]
-	}
-	if !slices.Contains(Architectures, c.Architecture) {
-		add("architecture = %q is not supported: hotpath builds %s images (arm64 for Graviton is not built yet)",
-			c.Architecture, strings.Join(Architectures, ", "))
-	}
+	checkArchitecture(c.Architecture, add)
 }
 
 // Check validates the access settings and applies their defaults; add

@@ -46,6 +46,8 @@ func TestPrepareDefaults(t *testing.T) {
 		{"volume_size", c.VolumeSize, int64(0)},
 		{"encrypt_boot", c.EncryptBoot, false},
 		{"region", c.RawRegion, "eu-west-1"},
+		// Unset until PostProcess reads the input artifact's manifest.
+		{"architecture", c.Architecture, ""},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
@@ -138,7 +140,8 @@ func TestPrepareErrors(t *testing.T) {
 		{"no ena", with("ena_support", false), "ena_support = false is not supported"},
 		{"no sriov", with("sriov_support", false), "sriov_support = false is not supported"},
 		{"tpm 1.2", with("tpm_support", "v1.2"), `tpm_support = "v1.2" is not supported`},
-		{"arm64 not yet", with("architecture", "arm64"), `architecture = "arm64" is not supported: hotpath builds x86_64 images`},
+		{"go's name for x86_64", with("architecture", "amd64"), `architecture = "amd64" is not supported: hotpath builds x86_64 and arm64 images`},
+		{"aarch64", with("architecture", "aarch64"), `architecture = "aarch64" is not supported`},
 		{"i386", with("architecture", "i386"), `architecture = "i386" is not supported`},
 		{"bad snapshot user", with("snapshot_users", []string{"me"}), `snapshot_users: "me" is not a 12-digit`},
 		{"bad snapshot group", with("snapshot_groups", []string{"friends"}), `snapshot_groups: "friends"`},
@@ -180,6 +183,16 @@ func TestPrepareErrors(t *testing.T) {
 				t.Errorf("error %q does not mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Both AMI architectures are accepted.
+func TestPrepareArchitectures(t *testing.T) {
+	for _, arch := range Architectures {
+		var c Config
+		if _, err := c.Prepare(with("architecture", arch)); err != nil || c.Architecture != arch {
+			t.Errorf("architecture %q: %v, decoded %q", arch, err, c.Architecture)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package ami is the hotpath-ami post-processor: it uploads the raw disk
 // image of its input artifact into an EBS snapshot with the EBS direct
-// APIs and registers it as a UEFI, ENA, IMDSv2-only x86_64 AMI, optionally
+// APIs and registers it as a UEFI, ENA, IMDSv2-only AMI for the image's
+// architecture (x86_64 or arm64, from its manifest), optionally
 // copied to more regions and shared. Whatever it created is deleted again
 // when a step fails or the build is cancelled.
 package ami
@@ -52,13 +53,19 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 	if err != nil {
 		return nil, true, false, err
 	}
-	cl, err := newClients(ctx, &p.config.AccessConfig, p.loadOptions...)
+	// This run's configuration: the architecture follows the input
+	// artifact, and the configured value stays for the next run.
+	c := p.config
+	if c.Architecture, err = resolveArchitecture(p.config.Architecture, in); err != nil {
+		return nil, true, false, err
+	}
+	cl, err := newClients(ctx, &c.AccessConfig, p.loadOptions...)
 	if err != nil {
 		return nil, true, false, err
 	}
 
 	state := new(multistep.BasicStateBag)
-	state.Put(keyConfig, &p.config)
+	state.Put(keyConfig, &c)
 	state.Put(keyUI, ui)
 	state.Put(keyClients, cl)
 	state.Put(keyImagePath, path)
@@ -76,12 +83,13 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 		return nil, true, false, err
 	}
 	a := &Artifact{
-		Amis:        state.Get(keyAMIs).(map[string]string),
-		Snapshots:   state.Get(keySnapshots).(map[string]string),
-		SourceImage: path,
-		BuildRegion: p.config.RawRegion,
-		DiskSHA256:  diskSHA256(in),
-		clients:     cl,
+		Amis:         state.Get(keyAMIs).(map[string]string),
+		Snapshots:    state.Get(keySnapshots).(map[string]string),
+		SourceImage:  path,
+		BuildRegion:  p.config.RawRegion,
+		DiskSHA256:   diskSHA256(in),
+		Architecture: c.Architecture,
+		clients:      cl,
 	}
 	return a, true, false, nil
 }

@@ -17,6 +17,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	registryimage "github.com/hashicorp/packer-plugin-sdk/packer/registry/image"
+	"github.com/hotpath-dev/hotpath/image/manifest"
 	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
 )
@@ -98,8 +99,23 @@ func newPP(t *testing.T, f *fakeaws.Server, extra map[string]interface{}) *PostP
 	return pp
 }
 
-func input(path string) packersdk.Artifact {
-	return &packersdk.MockArtifact{FilesValue: []string{path, filepath.Join(filepath.Dir(path), "manifest.json")}}
+// input is the image builder's output as another builder (or artifice)
+// hands it on: the disk and an amd64 manifest.json next to it.
+func input(t *testing.T, path string) packersdk.Artifact {
+	t.Helper()
+	return &packersdk.MockArtifact{FilesValue: []string{path, writeManifest(t, filepath.Dir(path), "amd64")}}
+}
+
+// writeManifest writes a manifest.json for the given architecture (Go's
+// name) into dir and returns its path.
+func writeManifest(t *testing.T, dir, goarch string) string {
+	t.Helper()
+	p := filepath.Join(dir, "manifest.json")
+	m := &manifest.Manifest{Format: manifest.Format, Architecture: goarch}
+	if err := m.WriteFile(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestPostProcess(t *testing.T) {
@@ -113,7 +129,7 @@ func TestPostProcess(t *testing.T) {
 		"ami_groups":  []string{"all"},
 	})
 	ui := new(uitest.UI)
-	a, keep, force, err := pp.PostProcess(context.Background(), ui, input(path))
+	a, keep, force, err := pp.PostProcess(context.Background(), ui, input(t, path))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, ui.Text())
 	}
@@ -211,7 +227,7 @@ func TestPostProcessEncrypted(t *testing.T) {
 	key := "arn:aws:kms:eu-west-1:123456789012:key/0f0f0f0f-1234-5678-9abc-0123456789ab"
 	pp := newPP(t, f, map[string]interface{}{"encrypt_boot": true, "kms_key_id": key, "volume_size": 4})
 	ui := new(uitest.UI)
-	a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+	a, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, ui.Text())
 	}
@@ -249,7 +265,7 @@ func TestPostProcessRetries(t *testing.T) {
 	f.Inject("DescribeImages", fakeaws.Fault{Status: 503, Code: "RequestLimitExceeded", Message: "x"})
 	pp := newPP(t, f, map[string]interface{}{"upload_attempts": 3})
 	ui := new(uitest.UI)
-	a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+	a, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, ui.Text())
 	}
@@ -298,7 +314,7 @@ func TestPostProcessFailureCleansUp(t *testing.T) {
 			f.FailAlways(tc.op, tc.fault)
 			pp := newPP(t, f, map[string]interface{}{"ami_regions": tc.regions, "ami_users": []string{"111122223333"}})
 			ui := new(uitest.UI)
-			a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+			a, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path))
 			if err == nil {
 				t.Fatalf("no error; artifact %v", a)
 			}
@@ -328,7 +344,7 @@ func TestPostProcessCancel(t *testing.T) {
 	f.OnPut = func(string, int32) { cancel() }
 	pp := newPP(t, f, map[string]interface{}{"upload_workers": 1})
 	ui := new(uitest.UI)
-	if _, _, _, err := pp.PostProcess(ctx, ui, input(path)); err == nil {
+	if _, _, _, err := pp.PostProcess(ctx, ui, input(t, path)); err == nil {
 		t.Fatal("no error after cancel")
 	}
 	if n := len(f.Snapshots()); n != 0 {
@@ -373,7 +389,7 @@ func TestPostProcessCancelPendingCopy(t *testing.T) {
 	}
 	pp := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1", "us-west-2"}})
 	ui := new(uitest.UI)
-	_, _, _, err := pp.PostProcess(ctx, ui, input(path))
+	_, _, _, err := pp.PostProcess(ctx, ui, input(t, path))
 	t.Logf("UI:\n%s", ui.Text())
 	if err == nil || err.Error() != "cancelled; everything created was deleted" {
 		t.Errorf("err %v", err)
@@ -398,13 +414,13 @@ func TestPostProcessDuplicateNameEarly(t *testing.T) {
 	defer f.Close()
 	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
 	// A first run takes the name in eu-west-1 and us-east-1.
-	if _, _, _, err := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}}).PostProcess(context.Background(), new(uitest.UI), input(path)); err != nil {
+	if _, _, _, err := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}}).PostProcess(context.Background(), new(uitest.UI), input(t, path)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ region, copyTo string }{{"eu-west-1", "ap-south-1"}, {"ap-south-1", "us-east-1"}} {
 		starts := f.CountCalls("StartSnapshot", 0)
 		ui := new(uitest.UI)
-		_, _, _, err := newPP(t, f, map[string]interface{}{"region": tc.region, "ami_regions": []string{tc.copyTo}}).PostProcess(context.Background(), ui, input(path))
+		_, _, _, err := newPP(t, f, map[string]interface{}{"region": tc.region, "ami_regions": []string{tc.copyTo}}).PostProcess(context.Background(), ui, input(t, path))
 		if err == nil || !strings.Contains(err.Error(), `ami_name "hotpath test" is already used by ami-`) {
 			t.Errorf("%s: err %v", tc.region, err)
 		}
@@ -427,7 +443,7 @@ func TestPostProcessRegionKMSKeys(t *testing.T) {
 		"encrypt_boot": true, "region_kms_key_ids": keys, "ami_regions": []string{"us-east-1"}, "ami_users": []string{"111122223333"},
 	})
 	ui := new(uitest.UI)
-	if _, _, _, err := pp.PostProcess(context.Background(), ui, input(path)); err != nil {
+	if _, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path)); err != nil {
 		t.Fatalf("%v\n%s", err, ui.Text())
 	}
 	for _, sn := range f.Snapshots() {
@@ -446,7 +462,7 @@ func TestPostProcessAmazonKeys(t *testing.T) {
 	// An AMI of the same name exists in both regions; force_deregister
 	// with force_delete_snapshot replaces it.
 	old := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}})
-	if _, _, _, err := old.PostProcess(context.Background(), new(uitest.UI), input(path)); err != nil {
+	if _, _, _, err := old.PostProcess(context.Background(), new(uitest.UI), input(t, path)); err != nil {
 		t.Fatal(err)
 	}
 	oldImages := f.Images()
@@ -475,7 +491,7 @@ func TestPostProcessAmazonKeys(t *testing.T) {
 		"architecture":              "x86_64",
 	})
 	ui := new(uitest.UI)
-	a, _, _, err := pp.PostProcess(context.Background(), ui, input(path))
+	a, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path))
 	t.Logf("UI:\n%s", ui.Text())
 	if err != nil {
 		t.Fatal(err)
