@@ -53,6 +53,7 @@ source "hotpath-image" "json" {
   # workload_dir    = "/src/myserver"          # ... built in this module
   # workload_binary = "/path/to/static-binary" # or a prebuilt static binary
   # init_binary     = "hotpath-init_v0.1.0_linux_amd64" # outside the hotpath tree
+  # architecture    = "arm64" # Graviton; hotpath-ami registers an arm64 AMI
   output_directory = "output-hotpath-${var.version}"
   # kernel_cmdline = "hotpath.workload.port=8080" # init.conf overrides at boot
   init_config = {

@@ -50,6 +50,9 @@ func TestStrictParameters(t *testing.T) {
 		{"ec2 unknown parameter", "ec2", form, "", q("Action", "DescribeImages", "Version", "2016-11-15", "ImageIds.1", "ami-1"), "UnknownParameter"},
 		{"ec2 bad boolean", "ec2", form, "", q("Action", "CopyImage", "Version", "2016-11-15", "Encrypted", "yes"), "expected a boolean"},
 		{"ec2 bad timestamp", "ec2", form, "", q("Action", "EnableImageDeprecation", "Version", "2016-11-15", "ImageId", "ami-1", "DeprecateAt", "soon"), "ISO 8601"},
+		// EC2's ArchitectureValues: arm64, not Go's or kbuild's aarch64.
+		{"ec2 architecture EC2 does not have", "ec2", form, "", q("Action", "RegisterImage", "Version", "2016-11-15", "Name", "hotpath arm",
+			"Architecture", "aarch64", "VirtualizationType", "hvm", "RootDeviceName", "/dev/xvda"), "aarch64"},
 		{"ec2 unknown action", "ec2", form, "", q("Action", "RunInstances", "Version", "2016-11-15"), "InvalidAction"},
 		{"ec2 unknown launch template data", "ec2", form, "", q("Action", "CreateLaunchTemplateVersion", "Version", "2016-11-15",
 			"LaunchTemplateId", lt, "LaunchTemplateData.UserData", "x"), "LaunchTemplateData.UserData is not recognized"},
