@@ -37,7 +37,7 @@ type Config struct {
 	Architecture string `mapstructure:"architecture"`
 	// A prebuilt static linux hotpath init (PID 1) for architecture
 	// instead of building ./init from hotpath_root; `make plugin-release`
-	// ships one (linux/amd64) next to the plugin.
+	// ships one per architecture next to the plugin.
 	InitBinary string `mapstructure:"init_binary"`
 	// The workload as a Go package: an import path or a ./relative path,
 	// built statically in workload_dir; default hotpath's JSON server.

@@ -6,7 +6,7 @@
 //	packer-plugin-hotpath_v<version>_x5.0_<os>_<arch>.zip     each zipped alone
 //	packer-plugin-hotpath_v<version>_SHA256SUMS              sha256 of the zips
 //	packer-plugin-hotpath_v<version>_manifest.json           protocol version
-//	hotpath-init_v<version>_linux_amd64, hotpath-init_v<version>_SHA256SUMS
+//	hotpath-init_v<version>_linux_{amd64,arm64}, hotpath-init_v<version>_SHA256SUMS
 //
 // Uploaded as the assets of a GitHub release tagged v<version> in
 // github.com/hotpath-dev/packer-plugin-hotpath, `packer init` installs
@@ -44,9 +44,14 @@ const (
 	versionPk = "github.com/hotpath-dev/hotpath/packer/version"
 )
 
+// InitArchitectures are the architectures the init is released for: the
+// hotpath-image builder's architecture values.
+var InitArchitectures = []string{"amd64", "arm64"}
+
 // DefaultTargets are the platforms released. hotpath-ami and
 // hotpath-rollout work on all of them; hotpath-image builds the appliance
-// on Linux only (kernel build, static Go binaries for linux/amd64).
+// on Linux only (kernel build, static Go binaries for linux/amd64 or
+// linux/arm64).
 var DefaultTargets = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}
 
 var semverRE = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
@@ -143,19 +148,24 @@ func release(version, out string, targets []string, module, initDir string, log 
 		return err
 	}
 
-	// The init, for init_binary: static linux/amd64, as the image wants.
+	// The init, for init_binary: static linux, for each architecture the
+	// builder's architecture setting takes.
 	if initDir != "" {
-		name := fmt.Sprintf("hotpath-init_v%s_linux_amd64", version)
-		abs := filepath.Join(out, name)
-		fmt.Fprintf(log, "release: %s\n", name)
-		if err := goBuild("linux/amd64", "-s -w", abs, "./init", initDir); err != nil {
-			return err
+		sums := map[string]string{}
+		for _, goarch := range InitArchitectures {
+			name := fmt.Sprintf("hotpath-init_v%s_linux_%s", version, goarch)
+			abs := filepath.Join(out, name)
+			fmt.Fprintf(log, "release: %s\n", name)
+			if err := goBuild("linux/"+goarch, "-s -w", abs, "./init", initDir); err != nil {
+				return err
+			}
+			sum, err := fileSHA256(abs)
+			if err != nil {
+				return err
+			}
+			sums[name] = sum
 		}
-		sum, err := fileSHA256(abs)
-		if err != nil {
-			return err
-		}
-		if err := writeSums(filepath.Join(out, fmt.Sprintf("hotpath-init_v%s_SHA256SUMS", version)), map[string]string{name: sum}); err != nil {
+		if err := writeSums(filepath.Join(out, fmt.Sprintf("hotpath-init_v%s_SHA256SUMS", version)), sums); err != nil {
 			return err
 		}
 	}

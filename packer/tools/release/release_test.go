@@ -3,6 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bufio"
+	"debug/elf"
 	"encoding/json"
 	"io"
 	"os"
@@ -31,10 +32,22 @@ func TestRelease(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
-	want := []string{"hotpath-init_v0.2.0_SHA256SUMS", "hotpath-init_v0.2.0_linux_amd64",
+	want := []string{"hotpath-init_v0.2.0_SHA256SUMS", "hotpath-init_v0.2.0_linux_amd64", "hotpath-init_v0.2.0_linux_arm64",
 		"packer-plugin-hotpath_v0.2.0_SHA256SUMS", "packer-plugin-hotpath_v0.2.0_manifest.json", name, name + ".zip"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("files %v, want %v", got, want)
+	}
+
+	// One init per builder architecture, each an executable for it.
+	for goarch, machine := range map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64} {
+		ef, err := elf.Open(filepath.Join(out, "hotpath-init_v0.2.0_linux_"+goarch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ef.Machine != machine || ef.Type != elf.ET_EXEC {
+			t.Errorf("%s init: %v %v, want a %v executable", goarch, ef.Machine, ef.Type, machine)
+		}
+		ef.Close()
 	}
 
 	// The checksum file names the zip, as Packer's GitHub getter parses
