@@ -56,7 +56,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
 		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Liveness: live,
 		Privileges: m.inst.supervisePrivileges(),
-		Stdout: stdout, Stderr: stderr,
+		Stdout:     stdout, Stderr: stderr,
 		Millis: bootMillis,
 		Event: func(e report.Event) {
 			m.obs.event(e)
