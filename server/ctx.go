@@ -192,9 +192,7 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 		cn.closeAfter = true
 	}
 	out = w.appendResponse(out, c, string(c.req.Method) == "HEAD")
-	if cap(w.body) > maxKeptBodySize {
-		w.body = make([]byte, 0, initialBodySize) // a large response grew it
-	}
+	w.bodyHigh = max(w.bodyHigh, len(w.body))
 	return out
 }
 

@@ -91,11 +91,16 @@ type worker struct {
 	nconns int
 	ready  []readyConn // connections with requests left after their turn
 
-	out     []byte   // responses of the batch being processed
-	body    []byte   // response body of the request being handled
-	discard []byte   // where lingering connections' input goes
-	freeIn  [][]byte // default-size input buffers for reuse
-	ctx     Ctx
+	out  []byte // responses of the batch being processed
+	body []byte // response body of the request being handled
+	// The largest out and body used since the last scan: a buffer a large
+	// response grew is cut back once a second passed without such a
+	// response (shrinkBuffers), not after every one, which would allocate
+	// per request for a handler whose responses are all large.
+	outHigh, bodyHigh int
+	discard           []byte   // where lingering connections' input goes
+	freeIn            [][]byte // default-size input buffers for reuse
+	ctx               Ctx
 
 	// held is the bytes of every connection buffer the worker holds
 	// (input, pending output, the free list); extra the part of it the
@@ -232,8 +237,9 @@ func (w *worker) tick() {
 func (w *worker) loop() error {
 	for {
 		timeout := int(scanInterval / time.Millisecond)
-		if w.nconns == 0 && !w.draining && len(w.freeIn) == 0 {
-			timeout = -1 // nothing can time out; sleep until an event
+		if w.nconns == 0 && !w.draining && len(w.freeIn) == 0 &&
+			cap(w.out) <= initialOutSize && cap(w.body) <= maxKeptBodySize {
+			timeout = -1 // nothing can time out or shrink; sleep until an event
 		}
 		if w.acceptPaused {
 			// Nothing else may ever wake a worker with no connections.
@@ -612,10 +618,14 @@ func (w *worker) read(c *conn) {
 		}
 		return
 	}
+	if c.queued {
+		// Its turn was cut short and runReady gives it the next one after
+		// this batch of events; reading and serving now would be a second
+		// turn in the same pass. Level-triggered epoll reports what waits
+		// in the socket again.
+		return
+	}
 	if len(c.in) == cap(c.in) {
-		if c.queued {
-			return // requests left from its last turn; runReady serves them
-		}
 		// respond grows the buffer for any request Parse can accept,
 		// so a full buffer is a request beyond every limit.
 		out := w.appendError(w.out[:0], 413, "request too large", false)
@@ -642,10 +652,7 @@ func (w *worker) read(c *conn) {
 func (w *worker) process(c *conn) {
 	out := w.respond(c)
 	w.send(c, out)
-	if cap(out) > initialOutSize {
-		// One large response grew it; do not keep that for good.
-		out = make([]byte, 0, initialOutSize)
-	}
+	w.outHigh = max(w.outHigh, len(out))
 	w.out = out[:0]
 }
 
@@ -813,10 +820,23 @@ func (w *worker) linger(c *conn) {
 	}
 }
 
+// shrinkBuffers gives back the output and body buffers a large response
+// grew, once a second in which none needed them (see outHigh).
+func (w *worker) shrinkBuffers() {
+	if cap(w.out) > initialOutSize && w.outHigh <= initialOutSize {
+		w.out = make([]byte, 0, initialOutSize)
+	}
+	if cap(w.body) > maxKeptBodySize && w.bodyHigh <= maxKeptBodySize {
+		w.body = make([]byte, 0, initialBodySize)
+	}
+	w.outHigh, w.bodyHigh = 0, 0
+}
+
 // scan enforces the timeouts, once per second: a deadline scan over this
 // worker's connections costs less than a timer per connection and needs no
 // allocation.
 func (w *worker) scan() {
+	w.shrinkBuffers()
 	cfg := &w.srv.cfg
 	for _, c := range w.conns {
 		if c == nil {
