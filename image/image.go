@@ -160,12 +160,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 
-	// Validate the configuration before spending time on builds. The
-	// command line may add words after the policy's, never mitigation
-	// parameters that would override its mitigations=off.
-	if err := kernelconfig.CheckExtraCmdline(o.Cmdline); err != nil {
-		return nil, err
-	}
+	// Validate the configuration before spending time on builds.
 	effective, err := checkConfig(o.InitConfig, o.Cmdline)
 	if err != nil {
 		return nil, err
@@ -328,6 +323,11 @@ func Entries(initBin, workload, initConf []byte) []cpio.Entry {
 // (file, then the command line's hotpath.* words) and refuses anything the
 // init would report as an error.
 func checkConfig(text []byte, cmdline string) (map[string]string, error) {
+	// The command line may add words after the policy's, never mitigation
+	// parameters that would override its mitigations=off.
+	if err := kernelconfig.CheckExtraCmdline(cmdline); err != nil {
+		return nil, err
+	}
 	c, err := config.Parse(bytes.NewReader(text))
 	if err != nil {
 		return nil, fmt.Errorf("init configuration: %w", err)

@@ -58,11 +58,21 @@ func (e *CmdlineError) Error() string {
 		e.Cmdline, strings.Join(e.Words, ", "))
 }
 
+// CmdlineWords splits a kernel command line into the words the policy
+// checks. Linux strips double quotes (`"spectre_v2=on"` and
+// `spectre_v2="on"` are both spectre_v2=on), so they are dropped before
+// splitting: a quoted parameter cannot slip past the refusal. A quoted
+// value with spaces then splits into more words than the kernel sees,
+// which can only make the check stricter.
+func CmdlineWords(cmdline string) []string {
+	return strings.Fields(strings.ReplaceAll(cmdline, `"`, ""))
+}
+
 // CheckExtraCmdline refuses a per-image command line (what is appended to
 // the policy's) that names any mitigation parameter.
 func CheckExtraCmdline(extra string) error {
 	var bad []string
-	for _, w := range strings.Fields(extra) {
+	for _, w := range CmdlineWords(extra) {
 		if IsRefusedParam(w) {
 			bad = append(bad, w)
 		}
@@ -77,7 +87,7 @@ func CheckExtraCmdline(extra string) error {
 // the policy's words come first, in order, and no word after them names a
 // mitigation parameter.
 func CheckCmdline(policy, final string) error {
-	pw, fw := strings.Fields(policy), strings.Fields(final)
+	pw, fw := CmdlineWords(policy), CmdlineWords(final)
 	if len(fw) < len(pw) || !slices.Equal(fw[:len(pw)], pw) {
 		return fmt.Errorf("kernel command line %q does not start with the policy's %q", final, policy)
 	}

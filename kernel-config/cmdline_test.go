@@ -115,3 +115,17 @@ func TestCheckCmdlineRequirement(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckExtraCmdlineQuoted: Linux strips double quotes from parameters,
+// so a quoted mitigation parameter is refused like a bare one.
+func TestCheckExtraCmdlineQuoted(t *testing.T) {
+	for _, line := range []string{`"spectre_v2=on"`, `spectre_v2="on"`, `quiet "mitigations=auto" x`, `"pti"`} {
+		var ce *CmdlineError
+		if err := CheckExtraCmdline(line); !errors.As(err, &ce) {
+			t.Errorf("CheckExtraCmdline(%q) = %v, want a CmdlineError", line, err)
+		}
+	}
+	if err := CheckCmdline("console=ttyS0 mitigations=off", `console=ttyS0 mitigations=off "mitigations=auto"`); err == nil {
+		t.Error(`a quoted "mitigations=auto" after the policy passed CheckCmdline`)
+	}
+}

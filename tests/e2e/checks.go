@@ -145,7 +145,7 @@ func CheckPolicy(f *report.Facts) []error {
 	}
 	// Linux reads the words in order and the last one wins: mitigations=off
 	// must be there, and no mitigation parameter may say anything else.
-	words := strings.Fields(f.Cmdline)
+	words := kernelconfig.CmdlineWords(f.Cmdline)
 	if !slices.Contains(words, "mitigations=off") {
 		bad("kernel command line %q lacks mitigations=off", f.Cmdline)
 	}
