@@ -79,8 +79,7 @@ e2e: deps-test kernel
 # The arm64 image (a second cold kernel on a fresh machine, ~15 min of CPU;
 # its boot and checks then take under a minute). The kernel is built first,
 # as for the x86 tests, so that the test itself only relinks it.
-test-arm64:
-	@image/deps.sh root build test arm64
+test-arm64: deps-test
 	$(HOTPATH_KERNEL) build -arch arm64
 	$(GO) test -v -count=1 -timeout $(TEST_TIMEOUT) -run 'Arm64' ./tests/e2e/ -args -e2e.arm64
 

@@ -160,7 +160,7 @@ func run(con *console.Console, requests chan request) {
 	m.boot()
 
 	sup := startWorkload(m, rng, unknown)
-	afterBoot(m, sup)
+	afterBoot(m)
 
 	r := <-requests
 	con.Logf("shutdown: %s", r.why)

@@ -107,12 +107,17 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 // afterBoot starts what keeps the network right for the machine's life:
 // DHCP retried in the background when the boot could not get a lease, and
 // the NIC steps a device reset undoes run again when the link comes back.
-func afterBoot(m *machine, sup *supervise.Supervisor) {
-	if m.tuner == nil {
+// The retry needs only the link; re-applying needs the tuner (a NIC whose
+// ethtool could not be opened has none, and still gets DHCP).
+func afterBoot(m *machine) {
+	if m.link == nil {
 		return
 	}
 	var reapplyMu sync.Mutex
 	reapply := func(why string) {
+		if m.tuner == nil {
+			return
+		}
 		reapplyMu.Lock()
 		defer reapplyMu.Unlock()
 		var res []report.Step
@@ -137,6 +142,9 @@ func afterBoot(m *machine, sup *supervise.Supervisor) {
 				reapply("lease")
 			})
 		}()
+	}
+	if m.tuner == nil {
+		return
 	}
 	down := false
 	err := nic.WatchLink(m.ctx, nil, m.link.Name, func(up bool) {
