@@ -48,18 +48,20 @@ func newClients(cfg aws.Config, ac *ami.AccessConfig) *clients {
 	return &clients{cfg: cfg, ac: ac, ec: map[string]*ec2.Client{}, as: map[string]*autoscaling.Client{}, pm: map[string]*ssm.Client{}}
 }
 
-func endpoint(ep string) *string {
-	if ep == "" {
+// nilIfEmpty is s as an optional AWS string: nil when empty (an endpoint
+// not overridden, a launch template named by the other key).
+func nilIfEmpty(s string) *string {
+	if s == "" {
 		return nil
 	}
-	return aws.String(ep)
+	return aws.String(s)
 }
 
 func (cl *clients) ec2(r string) *ec2.Client {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.ec[r] == nil {
-		cl.ec[r] = ec2.NewFromConfig(cl.cfg, func(o *ec2.Options) { o.Region, o.BaseEndpoint = r, endpoint(cl.ac.CustomEndpointEC2) })
+		cl.ec[r] = ec2.NewFromConfig(cl.cfg, func(o *ec2.Options) { o.Region, o.BaseEndpoint = r, nilIfEmpty(cl.ac.CustomEndpointEC2) })
 	}
 	return cl.ec[r]
 }
@@ -69,7 +71,7 @@ func (cl *clients) autoscaling(r string) *autoscaling.Client {
 	defer cl.mu.Unlock()
 	if cl.as[r] == nil {
 		cl.as[r] = autoscaling.NewFromConfig(cl.cfg, func(o *autoscaling.Options) {
-			o.Region, o.BaseEndpoint = r, endpoint(cl.ac.CustomEndpointAutoScaling)
+			o.Region, o.BaseEndpoint = r, nilIfEmpty(cl.ac.CustomEndpointAutoScaling)
 		})
 	}
 	return cl.as[r]
@@ -79,7 +81,7 @@ func (cl *clients) ssm(r string) *ssm.Client {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.pm[r] == nil {
-		cl.pm[r] = ssm.NewFromConfig(cl.cfg, func(o *ssm.Options) { o.Region, o.BaseEndpoint = r, endpoint(cl.ac.CustomEndpointSSM) })
+		cl.pm[r] = ssm.NewFromConfig(cl.cfg, func(o *ssm.Options) { o.Region, o.BaseEndpoint = r, nilIfEmpty(cl.ac.CustomEndpointSSM) })
 	}
 	return cl.pm[r]
 }
@@ -286,13 +288,6 @@ func (s *stepTemplates) Cleanup(state multistep.StateBag) {
 		}
 		ui.Say(fmt.Sprintf("Launch template %s in %s: default version is %d again (version %d stays, unused)", v.id, v.targetRegion, v.prevDefault, v.number))
 	}
-}
-
-func nilIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return aws.String(s)
 }
 
 // refresh is one instance refresh being watched.

@@ -36,6 +36,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/packer/builder/image"
 )
 
 const (
@@ -43,10 +45,6 @@ const (
 	pluginPkg = "./cmd/packer-plugin-hotpath"
 	versionPk = "github.com/hotpath-dev/hotpath/packer/version"
 )
-
-// InitArchitectures are the architectures the init is released for: the
-// hotpath-image builder's architecture values.
-var InitArchitectures = []string{"amd64", "arm64"}
 
 // DefaultTargets are the platforms released. hotpath-ami and
 // hotpath-rollout work on all of them; hotpath-image builds the appliance
@@ -152,7 +150,7 @@ func release(version, out string, targets []string, module, initDir string, log 
 	// builder's architecture setting takes.
 	if initDir != "" {
 		sums := map[string]string{}
-		for _, goarch := range InitArchitectures {
+		for _, goarch := range image.Architectures { // one init per builder architecture
 			name := fmt.Sprintf("hotpath-init_v%s_linux_%s", version, goarch)
 			abs := filepath.Join(out, name)
 			fmt.Fprintf(log, "release: %s\n", name)
