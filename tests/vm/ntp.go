@@ -118,8 +118,12 @@ func (s *NTPServer) serve() {
 		copy(resp[24:32], req[40:48])                                            // origin = client's transmit
 		binary.BigEndian.PutUint64(resp[32:], ntpTime(recv))                     // receive
 		binary.BigEndian.PutUint64(resp[40:], ntpTime(time.Now().Add(s.Offset))) // transmit
-		if _, err := s.conn.WriteToUDP(resp[:], from); err == nil {
-			s.answers.Add(1)
+		// Counted before the write: a client that has its answer must
+		// find it counted (counting after the write raced the client's
+		// check, and failed CI once).
+		s.answers.Add(1)
+		if _, err := s.conn.WriteToUDP(resp[:], from); err != nil {
+			s.answers.Add(-1)
 		}
 	}
 }
