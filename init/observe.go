@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
@@ -19,7 +20,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/mgmt"
 	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/hotpath-dev/hotpath/init/report"
-	"github.com/safchain/ethtool"
+	"github.com/hotpath-dev/hotpath/init/supervise"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,7 @@ type observer struct {
 	cfg  config.Config
 	ship *logship.Shipper // nil without log.remote
 
-	workload metrics.Tracker
+	sup      atomic.Pointer[supervise.Supervisor] // set once the workload is started
 	hostname atomic.Pointer[string]
 
 	mu    sync.Mutex
@@ -41,9 +42,9 @@ type observer struct {
 }
 
 // startObserver keeps the steps run so far and, when log.remote is set,
-// starts collecting log lines for shipping: from here on every console line
-// of the init is also queued (the lines printed before, mounts and config,
-// are not). They are sent once the network is up (bootSteps).
+// starts collecting log lines for shipping: from here on every line the
+// init writes to the console is also queued (the lines printed before,
+// mounts and config, are not). They are sent once the network is up (bootSteps).
 func startObserver(con *console.Console, cfg config.Config, steps []report.Step) *observer {
 	o := &observer{con: con, cfg: cfg, steps: append([]report.Step(nil), steps...)}
 	o.startShipping(cfg.LogRemote)
@@ -51,7 +52,7 @@ func startObserver(con *console.Console, cfg config.Config, steps []report.Step)
 }
 
 // startShipping creates the shipper for log.remote (nothing when it is
-// empty) and tees the init's console lines into it.
+// empty) and hands it every line the init writes to the console.
 func (o *observer) startShipping(logRemote string) {
 	if logRemote == "" {
 		return
@@ -62,13 +63,11 @@ func (o *observer) startShipping(logRemote string) {
 		return
 	}
 	ship := logship.New(logship.Config{Remote: remote, Hostname: o.host, Logf: o.con.Logf})
-	o.con.Tee(func(out io.Writer) io.Writer {
-		return &logship.LineWriter{Out: out, Line: func(line string) {
-			if m, ok := logship.InitMessage(line); ok {
-				m.ProcID = "1"
-				ship.Send(m)
-			}
-		}}
+	o.con.OnLine(func(line string) {
+		if m, ok := logship.InitMessage(line); ok {
+			m.ProcID = "1"
+			ship.Send(m)
+		}
 	})
 	o.ship = ship
 	o.con.Logf("shipping logs to %s (RFC 5424 over %s) once the network is up", remote.Addr, remote.Network)
@@ -113,11 +112,33 @@ func (o *observer) step(r report.Step) {
 	o.mu.Unlock()
 }
 
-func (o *observer) event(e report.Event) {
-	if o == nil {
-		return
+// supervise hands the observer the supervisor, whose snapshot /healthz
+// and the workload metrics read from then on.
+func (o *observer) supervise(s *supervise.Supervisor) {
+	if o != nil {
+		o.sup.Store(s)
 	}
-	o.workload.Observe(e)
+}
+
+// Snapshot implements metrics.Workload: the supervisor's state, or a
+// workload not started yet.
+func (o *observer) Snapshot() metrics.WorkloadState {
+	s := o.sup.Load()
+	if s == nil {
+		return metrics.WorkloadState{State: supervise.StateDown}
+	}
+	return workloadState(s.Snapshot(), time.Now())
+}
+
+// workloadState is the supervisor's state as the metrics and /healthz
+// see it at now.
+func workloadState(st supervise.State, now time.Time) metrics.WorkloadState {
+	w := metrics.WorkloadState{State: st.State, Running: st.PID != 0, PID: st.PID, Started: st.Started,
+		Starts: st.Starts, Restarts: st.Restarts, CrashLoop: st.CrashLoop, Stopping: st.Stopping}
+	if w.Running {
+		w.Ready, w.Uptime = st.Ready, now.Sub(st.Started)
+	}
+	return w
 }
 
 func (o *observer) report(rep report.Report) {
@@ -129,19 +150,26 @@ func (o *observer) report(rep report.Report) {
 	o.mu.Unlock()
 }
 
-// workloadOutput returns the workload's stdout and stderr: console (the
-// console's counted passthrough) itself when nothing is shipped, else pipes
-// that are copied to console and shipped line by line.
-func (o *observer) workloadOutput(console *os.File) (stdout, stderr *os.File) {
+// workloadOutput returns the workload's stdout and stderr. Without
+// shipping both are one pipe to the console (Console.Passthrough). With
+// it, each is its own pipe, copied to the console as it comes and shipped
+// line by line with the stream's name as MSGID. Either way the output is
+// counted towards the report's reprint and never taken for the init's own.
+func (o *observer) workloadOutput(con *console.Console) (stdout, stderr *os.File) {
 	if o == nil || o.ship == nil {
-		return console, console
+		out, err := con.Passthrough()
+		if err != nil {
+			con.Logf("workload output straight to the console: %v", err)
+			return os.Stdout, os.Stdout
+		}
+		return out, out
 	}
 	app := path.Base(o.cfg.WorkloadPath)
-	pipe := func(console *os.File, id string) *os.File {
+	pipe := func(id string) *os.File {
 		r, w, err := os.Pipe()
 		if err != nil {
 			o.con.Logf("workload %s pipe: %v; not shipped", id, err)
-			return console
+			return os.Stdout
 		}
 		go func() {
 			// Whatever happens to shipping, the pipe is drained: a full
@@ -150,12 +178,12 @@ func (o *observer) workloadOutput(console *os.File) (stdout, stderr *os.File) {
 				if p := recover(); p != nil {
 					o.con.Logf("PANIC in workload %s shipping: %v; copying to the console only", id, p)
 				}
-				io.Copy(console, r)
+				io.Copy(con.Writer(), r)
 			}()
-			logship.Copy(console, r, func(line string) {
+			logship.Copy(con.Writer(), r, func(line string) {
 				m := logship.Message{Facility: logship.FacilityUser, Severity: logship.SeverityInfo,
 					App: app, MsgID: id, Text: line}
-				if pid := o.workload.Snapshot().PID; pid != 0 {
+				if pid := o.Snapshot().PID; pid != 0 {
 					m.ProcID = strconv.Itoa(pid)
 				}
 				o.ship.Send(m)
@@ -163,14 +191,14 @@ func (o *observer) workloadOutput(console *os.File) (stdout, stderr *os.File) {
 		}()
 		return w // kept open for every restart of the workload
 	}
-	return pipe(console, "stdout"), pipe(console, "stderr")
+	return pipe("stdout"), pipe("stderr")
 }
 
 // bootSteps are the boot steps of observation, run once the NIC is tuned and
 // the network configured: "log-shipping" names this host for syslog by
 // its primary address and starts sending the queued log lines;
 // "mgmt-endpoint" starts the management endpoint (unless mgmt.port is 0).
-func (o *observer) bootSteps(ctx context.Context, link *nic.Link) []boot.Step {
+func (o *observer) bootSteps(ctx context.Context, link *nic.Link, et nic.Ethtool) []boot.Step {
 	if o == nil {
 		return nil
 	}
@@ -192,14 +220,14 @@ func (o *observer) bootSteps(ctx context.Context, link *nic.Link) []boot.Step {
 			return nil
 		}},
 		{Name: "mgmt-endpoint", Apply: func(_ context.Context, d boot.Detail) error {
-			return o.serve(ctx, link, d)
+			return o.serve(ctx, link, et, d)
 		}},
 	}
 }
 
 // serve starts the management endpoint. If its address cannot be bound
 // now, the step fails and the endpoint keeps trying in the background.
-func (o *observer) serve(ctx context.Context, link *nic.Link, d boot.Detail) error {
+func (o *observer) serve(ctx context.Context, link *nic.Link, et nic.Ethtool, d boot.Detail) error {
 	if o.cfg.MgmtPort == 0 {
 		return boot.Skip("mgmt.port=0")
 	}
@@ -207,8 +235,8 @@ func (o *observer) serve(ctx context.Context, link *nic.Link, d boot.Detail) err
 		return fmt.Errorf("mgmt.port %d is the workload's port", o.cfg.MgmtPort)
 	}
 	h := mgmt.Handler(mgmt.Options{
-		Gatherer: metrics.NewRegistry(o.metricsOptions(link)),
-		Workload: &o.workload,
+		Gatherer: metrics.NewRegistry(o.metricsOptions(link, et)),
+		Workload: o,
 		Report: func() (any, bool) {
 			o.mu.Lock()
 			defer o.mu.Unlock()
@@ -236,10 +264,10 @@ func (o *observer) serve(ctx context.Context, link *nic.Link, d boot.Detail) err
 	return nil
 }
 
-func (o *observer) metricsOptions(link *nic.Link) metrics.Options {
+func (o *observer) metricsOptions(link *nic.Link, et nic.Ethtool) metrics.Options {
 	mo := metrics.Options{
 		ProcRoot: procRoot, SysRoot: sysRoot,
-		Workload: &o.workload,
+		Workload: o,
 		Boot: func() []report.Step {
 			o.mu.Lock()
 			defer o.mu.Unlock()
@@ -258,10 +286,12 @@ func (o *observer) metricsOptions(link *nic.Link) metrics.Options {
 		return mo
 	}
 	mo.Device, mo.Driver = link.Name, link.Driver
-	if e, err := ethtool.NewEthtool(); err == nil {
-		mo.Stats = e
+	// The NIC steps' own handle: it is a socket for ioctls, safe to share
+	// between scrapes and the re-application after a device reset.
+	if st, ok := et.(metrics.StatsReader); ok {
+		mo.Stats = st
 	} else {
-		o.con.Logf("metrics: ethtool: %v", err)
+		o.con.Logf("metrics: no ethtool statistics (no ethtool handle)")
 	}
 	// The queue interrupts are named once the channels are set.
 	if irqs, err := nic.QueueIRQs(procRoot, *link); err == nil && len(irqs) > 0 {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
+	"github.com/hotpath-dev/hotpath/init/metrics"
+	"github.com/hotpath-dev/hotpath/init/supervise"
 )
 
 // TestObserverConfigure: log.remote from user-data starts shipping when
@@ -47,5 +50,34 @@ func TestObserverConfigure(t *testing.T) {
 				t.Errorf("console %q, want nothing", out.String())
 			}
 		})
+	}
+}
+
+// TestWorkloadState: what /healthz and the metrics see of the supervisor's
+// state. A process failing its liveness probe is running and not ready; a
+// stale Ready of a process gone is not ready.
+func TestWorkloadState(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name string
+		st   supervise.State
+		want metrics.WorkloadState
+	}{
+		{"ready", supervise.State{State: supervise.StateReady, PID: 2, Ready: true, Starts: 1, Started: t0},
+			metrics.WorkloadState{State: "ready", Running: true, Ready: true, PID: 2, Starts: 1, Started: t0, Uptime: 5 * time.Second}},
+		{"probe failing", supervise.State{State: supervise.StateRunning, PID: 2, Starts: 1, Started: t0},
+			metrics.WorkloadState{State: "running", Running: true, PID: 2, Starts: 1, Started: t0, Uptime: 5 * time.Second}},
+		{"down", supervise.State{State: supervise.StateCrashLoop, Ready: true, Starts: 3, Restarts: 2, CrashLoop: true, Started: t0},
+			metrics.WorkloadState{State: "crash-loop", Starts: 3, Restarts: 2, CrashLoop: true, Started: t0}},
+		{"stopping", supervise.State{State: supervise.StateReady, PID: 2, Ready: true, Stopping: true, Started: t0},
+			metrics.WorkloadState{State: "ready", Running: true, Ready: true, PID: 2, Stopping: true, Started: t0, Uptime: 5 * time.Second}},
+	} {
+		if got := workloadState(c.st, t0.Add(5*time.Second)); got != c.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+	var o observer
+	if s := o.Snapshot(); s.Running || s.State != supervise.StateDown {
+		t.Errorf("before the supervisor: %+v", s)
 	}
 }

@@ -275,7 +275,7 @@ func powerButtonSteps(m *machine) []boot.Step {
 // network is configured (observe.go).
 func observeSteps(m *machine) []boot.Step {
 	m.obs.configure(m.cfg)
-	return m.obs.bootSteps(m.ctx, m.link)
+	return m.obs.bootSteps(m.ctx, m.link, m.ethtool)
 }
 
 // instanceEntry runs the per-instance steps itself (which of them run

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,13 +35,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 	}
 	// The workload's output goes through the console's count, so that the
 	// report is printed again before it leaves EC2's 64 KiB window.
-	out := os.Stdout
-	if w, err := con.Passthrough(); err == nil {
-		out = w
-	} else {
-		con.Logf("workload output straight to the console: %v", err)
-	}
-	stdout, stderr := m.obs.workloadOutput(out)
+	stdout, stderr := m.obs.workloadOutput(con)
 	var live *supervise.Liveness
 	if cfg.LivenessProbe != "off" {
 		live = &supervise.Liveness{Interval: cfg.LivenessInterval, Timeout: cfg.LivenessTimeout, Failures: cfg.LivenessFailures}
@@ -59,7 +52,6 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 		Stdout:     stdout, Stderr: stderr,
 		Millis: bootMillis,
 		Event: func(e report.Event) {
-			m.obs.event(e)
 			con.Line(report.EventPrefix, e)
 			if e.Kind == report.EventStart {
 				mu.Lock()
@@ -93,6 +85,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 			}
 		},
 	})
+	m.obs.supervise(sup)
 	go func() {
 		defer recoverLog(con, "reaper")
 		sup.Reap(m.ctx)

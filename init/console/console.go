@@ -42,9 +42,10 @@ type Console struct {
 	// Every overrides KeepEvery (tests).
 	Every int
 
-	since int    // bytes written since the report was last printed
-	keep  []byte // the report line to print again, nil before Keep
-	kept  int    // times it was printed again
+	since int               // bytes written since the report was last printed
+	keep  []byte            // the report line to print again, nil before Keep
+	kept  int               // times it was printed again
+	lines func(line string) // OnLine's hook, nil without one
 }
 
 // Logf writes one log line.
@@ -57,17 +58,28 @@ func (c *Console) Logf(format string, args ...any) {
 		if c.Kmsg != nil {
 			io.WriteString(c.Kmsg, "<7>"+Prefix+l+"\n")
 		}
+		c.hook(Prefix + l)
 	}
 	c.keepReport()
 }
 
-// Tee makes every later write to the console also go to w (wrap returns
-// the writer that replaces Out), under the console's lock so that no line
-// is written half to the old and half to the new writer.
-func (c *Console) Tee(wrap func(out io.Writer) io.Writer) {
+// OnLine has f called with every later line the init itself writes: log
+// lines (with Prefix), report and event lines (with their prefix), each
+// without its newline, right after its console write. The workload's
+// output (Writer, Passthrough) and the report's reprints are not lines of
+// the init, so f never sees them, and a workload's partial line can
+// neither hide an init line from f nor pass for one. f runs under the
+// console's lock: it must not block or write to the console.
+func (c *Console) OnLine(f func(line string)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.Out = wrap(c.Out)
+	c.lines = f
+}
+
+func (c *Console) hook(line string) {
+	if c.lines != nil {
+		c.lines(line)
+	}
 }
 
 // Write implements io.Writer for libraries that log through log.Logger.
@@ -88,6 +100,7 @@ func (c *Console) Line(prefix string, v any) {
 	// Start on a fresh line: kernel messages may have left the cursor
 	// mid-line on a serial console.
 	c.out(append([]byte("\n"), b...))
+	c.hook(string(b[:len(b)-1]))
 	c.keepReport()
 }
 
@@ -108,6 +121,7 @@ func (c *Console) Report(r report.Report) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.out(append([]byte("\n"), b...))
+	c.hook(string(b[:len(b)-1]))
 	c.keep = append([]byte("\n"), cb...)
 	c.since = 0
 }
@@ -119,30 +133,43 @@ func (c *Console) Reprints() int {
 	return c.kept
 }
 
+// Writer returns a writer of output that is not the init's own (the
+// workload's): written to the console as it comes, counted towards
+// KeepEvery, never passed to OnLine's hook.
+func (c *Console) Writer() io.Writer { return rawWriter{c} }
+
+type rawWriter struct{ c *Console }
+
+// Write cuts p where the report is due, so that a large write cannot
+// carry the report out of the window.
+func (w rawWriter) Write(p []byte) (int, error) {
+	c := w.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	written := len(p)
+	for len(p) > 0 {
+		n := len(p)
+		if room := c.every() - c.since; c.keep != nil && room > 0 && n > room {
+			n = room
+		}
+		c.out(p[:n])
+		c.keepReport()
+		p = p[n:]
+	}
+	return written, nil
+}
+
 // Passthrough returns the write end of a pipe whose output (the
-// workload's stdout and stderr) is copied to the console as it comes and
-// counted towards KeepEvery. The caller passes it to the child and keeps
-// it open.
+// workload's stdout and stderr) is copied to Writer as it comes. The
+// caller passes it to the child and keeps it open.
 func (c *Console) Passthrough() (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				c.mu.Lock()
-				c.out(buf[:n])
-				c.keepReport()
-				c.mu.Unlock()
-			}
-			if err != nil {
-				r.Close()
-				return
-			}
-		}
+		io.CopyBuffer(c.Writer(), r, make([]byte, 4096))
+		r.Close()
 	}()
 	return w, nil
 }
@@ -154,12 +181,15 @@ func (c *Console) out(b []byte) {
 	c.since += len(b)
 }
 
-func (c *Console) keepReport() {
-	every := c.Every
-	if every == 0 {
-		every = KeepEvery
+func (c *Console) every() int {
+	if c.Every != 0 {
+		return c.Every
 	}
-	if c.keep == nil || c.since < every {
+	return KeepEvery
+}
+
+func (c *Console) keepReport() {
+	if c.keep == nil || c.since < c.every() {
 		return
 	}
 	c.out(c.keep)

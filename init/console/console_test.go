@@ -90,3 +90,26 @@ func TestNoRepeatBeforeReport(t *testing.T) {
 		t.Errorf("a report appeared before one was printed")
 	}
 }
+
+// TestOnLine: the hook gets exactly the init's own lines, whole, however
+// the workload's output (a partial line, a line that looks like an init
+// line) interleaves with them on the console.
+func TestOnLine(t *testing.T) {
+	var out bytes.Buffer
+	c := &Console{Out: &out, Every: 1 << 20}
+	var got []string
+	c.OnLine(func(l string) { got = append(got, l) })
+	w := c.Writer()
+	fmt.Fprint(w, "workload partial line, no newline yet")
+	c.Logf("two\nlines")
+	fmt.Fprint(w, "hotpath-init: a workload pretending\n")
+	c.Line(report.EventPrefix, report.Event{Kind: report.EventRestart})
+	c.Report(report.Report{Version: report.Version})
+	want := []string{Prefix + "two", Prefix + "lines", report.EventPrefix + `{"kind":"workload-restart","ms":0}`}
+	if len(got) != 4 || fmt.Sprint(got[:3]) != fmt.Sprint(want) || !strings.HasPrefix(got[3], report.ReportPrefix+"{") {
+		t.Errorf("hook got %q\nwant %q and the report", got, want)
+	}
+	if !strings.Contains(out.String(), "workload partial line, no newline yethotpath-init: two\n") {
+		t.Errorf("console %q", out.String())
+	}
+}

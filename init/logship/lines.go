@@ -87,24 +87,24 @@ func (w *LineWriter) emit(b []byte) {
 // Init names the init in APP-NAME.
 const Init = "hotpath-init"
 
-// InitMessage makes a message of one line the init wrote to the console:
-// a log line ("hotpath-init: ..."), the boot report (MSGID "report") or
-// an event (MSGID "event"), with the console's prefix taken off the text
-// of log lines. Severity: a failed step, a panic or a crash loop is an
-// error (or critical for a panic); a crash-loop event a warning; other
-// events notice; the rest info. Anything else on the console (kernel
-// messages echoed there) is not the init's and is not shipped: ok false.
+// InitMessage makes a message of one line the init wrote to the console
+// (as console.OnLine hands it over): a log line ("hotpath-init: ..."), the
+// boot report (MSGID "report") or an event (MSGID "event"), with the
+// console's prefix taken off the text of log lines. Severity: a failed
+// step, a panic or a crash loop is an error (or critical for a panic); a
+// crash-loop event a warning; other events notice; the rest info. Any
+// other line is not the init's and is not shipped: ok false.
 func InitMessage(line string) (m Message, ok bool) {
 	m = Message{Facility: FacilityDaemon, Severity: SeverityInfo, App: Init}
 	switch {
-	case strings.Contains(line, report.ReportPrefix):
+	case strings.HasPrefix(line, report.ReportPrefix):
 		m.MsgID = "report"
 		m.Severity = SeverityNotice
-		m.Text = strings.TrimSpace(line[strings.Index(line, report.ReportPrefix):])
-	case strings.Contains(line, report.EventPrefix):
+		m.Text = strings.TrimSpace(line)
+	case strings.HasPrefix(line, report.EventPrefix):
 		m.MsgID = "event"
 		m.Severity = SeverityNotice
-		m.Text = strings.TrimSpace(line[strings.Index(line, report.EventPrefix):])
+		m.Text = strings.TrimSpace(line)
 		if strings.Contains(m.Text, `"kind":"`+report.EventCrashLoop+`"`) {
 			m.Severity = SeverityWarning
 		}

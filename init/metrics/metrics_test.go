@@ -207,6 +207,27 @@ func TestCollectorsENA(t *testing.T) {
 	}
 }
 
+// TestInterruptsShared: a queue interrupt shared with another device (legacy
+// INTx) is still the queue's, and the counts go to the CPUs the header
+// names (CPU1 offline).
+func TestInterruptsShared(t *testing.T) {
+	dir := t.TempDir()
+	in := "           CPU0       CPU2\n 11:   5  6   IO-APIC  11-fasteoi   uhci_hcd:usb1, virtio3-input.0\n 12: 1 1 IO-APIC 12-edge i8042\n"
+	if err := os.WriteFile(filepath.Join(dir, "interrupts"), []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The other /proc files are missing: their collectors log and go on.
+	reg := NewRegistry(Options{ProcRoot: dir, Logf: func(string, ...any) {},
+		QueueIRQ: func(n string) (int, bool) { return 0, n == "virtio3-input.0" }})
+	fams := scrape(t, reg)
+	if v := value(t, fams, "hotpath_interrupts_total", "name", "uhci_hcd:usb1, virtio3-input.0", "queue", "0", "cpu", "2"); v != 6 {
+		t.Errorf("shared queue line on cpu2: %v", v)
+	}
+	if n := len(fams["hotpath_interrupts_total"].Metric); n != 2 {
+		t.Errorf("%d series, want the queue line on 2 CPUs", n)
+	}
+}
+
 // TestCollectorsHost reads a real /proc of a 2-vCPU virtio guest (a newer
 // kernel: 15 softnet columns, more MIB counters) with virtio-net's ethtool
 // names, and checks that the whole scrape encodes and parses back.
@@ -334,41 +355,31 @@ func TestCollectorFailure(t *testing.T) {
 	}
 }
 
-func TestWorkloadTracker(t *testing.T) {
-	now := time.Unix(1000, 0)
-	tr := &Tracker{Now: func() time.Time { return now }}
-	reg := NewRegistry(Options{Workload: tr})
-	check := func(what string, up, ready, restarts, uptime float64) {
-		t.Helper()
+// TestWorkloadMetrics: the workload gauges and counters follow the
+// snapshot; "ready" needs a running process.
+func TestWorkloadMetrics(t *testing.T) {
+	for _, c := range []struct {
+		name                               string
+		st                                 WorkloadState
+		up, ready, starts, restarts, upSec float64
+		crashLoop                          float64
+	}{
+		{"before start", WorkloadState{State: "down"}, 0, 0, 0, 0, 0, 0},
+		{"starting", WorkloadState{State: "starting", Running: true, PID: 2, Starts: 1, Uptime: 3 * time.Second}, 1, 0, 1, 0, 3, 0},
+		{"ready", WorkloadState{State: "ready", Running: true, Ready: true, PID: 2, Starts: 1, Uptime: 5 * time.Second}, 1, 1, 1, 0, 5, 0},
+		{"probe failing", WorkloadState{State: "running", Running: true, PID: 2, Starts: 1, Uptime: 9 * time.Second}, 1, 0, 1, 0, 9, 0},
+		{"crash loop", WorkloadState{State: "crash-loop", Starts: 4, Restarts: 3, CrashLoop: true}, 0, 0, 4, 3, 0, 1},
+		{"stale ready", WorkloadState{State: "down", Ready: true, Starts: 1}, 0, 0, 1, 0, 0, 0},
+	} {
+		reg := NewRegistry(Options{Workload: WorkloadFunc(func() WorkloadState { return c.st })})
 		fams := scrape(t, reg)
-		for name, want := range map[string]float64{"hotpath_workload_up": up, "hotpath_workload_ready": ready,
-			"hotpath_workload_restarts_total": restarts, "hotpath_workload_uptime_seconds": uptime} {
+		for name, want := range map[string]float64{"hotpath_workload_up": c.up, "hotpath_workload_ready": c.ready,
+			"hotpath_workload_starts_total": c.starts, "hotpath_workload_restarts_total": c.restarts,
+			"hotpath_workload_uptime_seconds": c.upSec, "hotpath_workload_crash_loop": c.crashLoop} {
 			if v := value(t, fams, name); v != want {
-				t.Errorf("%s: %s = %v, want %v", what, name, v, want)
+				t.Errorf("%s: %s = %v, want %v", c.name, name, v, want)
 			}
 		}
-	}
-	check("before start", 0, 0, 0, 0)
-	tr.Observe(report.Event{Kind: report.EventStart, PID: 2})
-	now = now.Add(3 * time.Second)
-	check("started", 1, 0, 0, 3)
-	tr.Observe(report.Event{Kind: report.EventReady, PID: 2})
-	check("ready", 1, 1, 0, 3)
-	tr.Observe(report.Event{Kind: report.EventExit, PID: 2, Detail: "exit status 3"})
-	tr.Observe(report.Event{Kind: report.EventRestart, BackoffMS: 100})
-	check("exited", 0, 0, 1, 0)
-	tr.Observe(report.Event{Kind: report.EventStart, PID: 9})
-	// A late ready of the old process does not make the new one ready.
-	tr.Observe(report.Event{Kind: report.EventReady, PID: 2})
-	check("restarted", 1, 0, 1, 0)
-	tr.Observe(report.Event{Kind: report.EventCrashLoop, Exits: 5})
-	if !tr.Snapshot().CrashLoop {
-		t.Error("crash loop not kept")
-	}
-	tr.Observe(report.Event{Kind: report.EventReady, PID: 9})
-	s := tr.Snapshot()
-	if s.CrashLoop || !s.Ready || s.Starts != 2 || s.PID != 9 {
-		t.Errorf("after ready: %+v", s)
 	}
 }
 
@@ -432,7 +443,7 @@ func BenchmarkScrape(b *testing.B) {
 		b.Fatal(err)
 	}
 	o.Stats = statsMap{"eth0": st}
-	o.Workload = &Tracker{}
+	o.Workload = WorkloadFunc(func() WorkloadState { return WorkloadState{} })
 	reg := NewRegistry(o)
 	b.ReportAllocs()
 	cpu0 := cpuTime(b)

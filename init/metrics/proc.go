@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,57 +46,34 @@ var interruptsDesc = prometheus.NewDesc(Namespace+"_interrupts_total",
 	[]string{"irq", "name", "queue", "cpu"}, nil)
 
 func (c *interrupts) collect(ch chan<- prometheus.Metric) error {
-	var cpus []string
-	return lines(c.file, func(line string) error {
-		f := strings.Fields(line)
-		if cpus == nil {
-			// The header names the CPU of each column: "CPU0 CPU1 CPU3"
-			// (offline CPUs have no column).
-			for _, h := range f {
-				n, ok := strings.CutPrefix(h, "CPU")
-				if !ok {
-					return fmt.Errorf("header %q: not CPUn", h)
-				}
-				cpus = append(cpus, n)
-			}
-			return nil
-		}
-		if len(f) < 2 {
-			return nil
-		}
-		irq, ok := strings.CutSuffix(f[0], ":")
-		if !ok {
-			return nil
-		}
-		if _, err := strconv.Atoi(irq); err != nil {
-			return nil // NMI, LOC, ...: not a device interrupt
-		}
-		// The counts, then the chip, hwirq and trigger, then the actions.
-		// Shared actions are printed "a, b"; name them together.
-		name := f[len(f)-1]
-		for i := len(f) - 2; i > len(cpus) && strings.HasSuffix(f[i], ","); i-- {
-			name = f[i] + " " + name
-		}
+	b, err := os.ReadFile(c.file)
+	if err != nil {
+		return err
+	}
+	ints, err := nic.ParseInterrupts(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.file, err)
+	}
+	for _, in := range ints {
 		queue := ""
 		if c.queue != nil {
-			q, ok := c.queue(name)
-			if !ok {
-				return nil
+			// A shared line is the queue's if one of its actions is.
+			for _, n := range in.Names {
+				if q, ok := c.queue(n); ok {
+					queue = strconv.Itoa(q)
+					break
+				}
 			}
-			queue = strconv.Itoa(q)
+			if queue == "" {
+				continue
+			}
 		}
-		for i, cpu := range cpus {
-			if i+1 >= len(f) {
-				break
-			}
-			v, err := strconv.ParseUint(f[i+1], 10, 64)
-			if err != nil {
-				return fmt.Errorf("irq %s cpu %s: %w", irq, cpu, err)
-			}
-			ch <- prometheus.MustNewConstMetric(interruptsDesc, prometheus.CounterValue, float64(v), irq, name, queue, cpu)
+		irq, name := strconv.Itoa(in.IRQ), strings.Join(in.Names, ", ")
+		for i, v := range in.Counts {
+			ch <- prometheus.MustNewConstMetric(interruptsDesc, prometheus.CounterValue, float64(v), irq, name, queue, strconv.Itoa(in.CPUs[i]))
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // softnet exports /proc/net/softnet_stat, one line per online CPU in hex:

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"sync"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/report"
@@ -10,8 +9,9 @@ import (
 
 // WorkloadState is the workload as the supervisor sees it.
 type WorkloadState struct {
+	State     string        // the supervisor's word for it: starting, ready, running, down, crash-loop
 	Running   bool          // a workload process exists
-	Ready     bool          // and it accepted a connection since it started
+	Ready     bool          // it accepted a connection since it started and answers the liveness probe
 	PID       int           // of the running process, 0 if none
 	Started   time.Time     // when the running (or last) process started
 	Uptime    time.Duration // since Started while Running, else 0
@@ -22,65 +22,17 @@ type WorkloadState struct {
 }
 
 // Workload reports the workload's state; /healthz and the workload
-// metrics read it.
+// metrics read it. The init's is the supervisor's own snapshot, so that
+// what the liveness probe finds reaches /healthz.
 type Workload interface {
 	Snapshot() WorkloadState
 }
 
-// Tracker is a Workload fed with the supervisor's events (report.Event),
-// the same events the init prints on the console, so it needs nothing of
-// the supervisor but its event callback. Safe for concurrent use.
-type Tracker struct {
-	// Now is the clock of Started; nil means time.Now.
-	Now func() time.Time
-
-	mu sync.Mutex
-	s  WorkloadState
-}
-
-// Observe updates the state with one event.
-func (t *Tracker) Observe(e report.Event) {
-	now := time.Now
-	if t.Now != nil {
-		now = t.Now
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch e.Kind {
-	case report.EventStart:
-		t.s.Running, t.s.Ready, t.s.PID, t.s.Started = true, false, e.PID, now()
-		t.s.Starts++
-	case report.EventReady:
-		if e.PID == t.s.PID {
-			t.s.Ready, t.s.CrashLoop = true, false
-		}
-	case report.EventExit:
-		if e.PID == t.s.PID || e.PID == 0 {
-			t.s.Running, t.s.Ready, t.s.PID = false, false, 0
-		}
-	case report.EventRestart:
-		t.s.Restarts++
-	case report.EventCrashLoop:
-		t.s.CrashLoop = true
-	case report.EventShutdown:
-		t.s.Stopping = true
-	}
-}
+// WorkloadFunc adapts a function to Workload.
+type WorkloadFunc func() WorkloadState
 
 // Snapshot implements Workload.
-func (t *Tracker) Snapshot() WorkloadState {
-	now := time.Now
-	if t.Now != nil {
-		now = t.Now
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.s
-	if s.Running {
-		s.Uptime = now().Sub(s.Started)
-	}
-	return s
-}
+func (f WorkloadFunc) Snapshot() WorkloadState { return f() }
 
 var (
 	workloadUp = prometheus.NewDesc(Namespace+"_workload_up",

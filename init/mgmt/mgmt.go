@@ -107,10 +107,16 @@ func Handler(o Options) http.Handler {
 		switch {
 		case s.Stopping:
 			status, text = http.StatusServiceUnavailable, "shutting down\n"
+		case s.CrashLoop && !s.Running:
+			status, text = http.StatusServiceUnavailable, fmt.Sprintf("workload in a crash loop (restarts %d)\n", s.Restarts)
 		case !s.Running:
 			status, text = http.StatusServiceUnavailable, fmt.Sprintf("workload not running (restarts %d)\n", s.Restarts)
-		case !s.Ready:
+		case !s.Ready && s.State == "starting":
 			status, text = http.StatusServiceUnavailable, fmt.Sprintf("workload pid %d not accepting yet\n", s.PID)
+		case !s.Ready:
+			// Past its ready deadline without accepting, or failing the
+			// liveness probe: the supervisor's state says which.
+			status, text = http.StatusServiceUnavailable, fmt.Sprintf("workload pid %d not ready (%s)\n", s.PID, s.State)
 		}
 		w.WriteHeader(status)
 		io.WriteString(w, text)

@@ -55,30 +55,33 @@ func get(t *testing.T, url string) (int, string, http.Header) {
 }
 
 // /healthz follows the workload through its life: 503 until ready, 200,
-// 503 while it is down, 200 once the new process accepts, 503 at shutdown.
+// 503 while the liveness probe fails, while it is down, 200 once the new
+// process accepts, 503 at shutdown.
 func TestHealthz(t *testing.T) {
-	tr := &metrics.Tracker{}
-	base := serve(t, Options{Workload: tr}, DefaultLimits)
-	steps := []struct {
-		ev   *report.Event
+	var mu sync.Mutex
+	var st metrics.WorkloadState
+	w := metrics.WorkloadFunc(func() metrics.WorkloadState { mu.Lock(); defer mu.Unlock(); return st })
+	base := serve(t, Options{Workload: w}, DefaultLimits)
+	for i, s := range []struct {
+		st   metrics.WorkloadState
 		want int
+		text string
 	}{
-		{nil, 503},
-		{&report.Event{Kind: report.EventStart, PID: 2}, 503},
-		{&report.Event{Kind: report.EventReady, PID: 2}, 200},
-		{&report.Event{Kind: report.EventExit, PID: 2, Detail: "exit status 3"}, 503},
-		{&report.Event{Kind: report.EventRestart, BackoffMS: 100}, 503},
-		{&report.Event{Kind: report.EventStart, PID: 7}, 503},
-		{&report.Event{Kind: report.EventReady, PID: 7}, 200},
-		{&report.Event{Kind: report.EventShutdown, PID: 7}, 503},
-	}
-	for i, s := range steps {
-		if s.ev != nil {
-			tr.Observe(*s.ev)
-		}
+		{metrics.WorkloadState{State: "down"}, 503, "not running"},
+		{metrics.WorkloadState{State: "starting", Running: true, PID: 2}, 503, "not accepting yet"},
+		{metrics.WorkloadState{State: "ready", Running: true, Ready: true, PID: 2}, 200, "ok"},
+		{metrics.WorkloadState{State: "running", Running: true, PID: 2}, 503, "not ready (running)"},
+		{metrics.WorkloadState{State: "down", Restarts: 1}, 503, "not running"},
+		{metrics.WorkloadState{State: "crash-loop", Restarts: 4, CrashLoop: true}, 503, "crash loop"},
+		{metrics.WorkloadState{State: "ready", Running: true, Ready: true, PID: 7}, 200, "ok"},
+		{metrics.WorkloadState{State: "ready", Running: true, Ready: true, PID: 7, Stopping: true}, 503, "shutting down"},
+	} {
+		mu.Lock()
+		st = s.st
+		mu.Unlock()
 		code, body, h := get(t, base+"/healthz")
-		if code != s.want {
-			t.Errorf("step %d (%+v): %d %q, want %d", i, s.ev, code, body, s.want)
+		if code != s.want || !strings.Contains(body, s.text) {
+			t.Errorf("step %d (%+v): %d %q, want %d %q", i, s.st, code, body, s.want, s.text)
 		}
 		if h.Get("Cache-Control") != "no-store" {
 			t.Errorf("healthz cacheable: %v", h)
@@ -117,9 +120,9 @@ func TestReport(t *testing.T) {
 // /metrics is the Prometheus text format, parsed here with the Prometheus
 // project's own parser.
 func TestMetrics(t *testing.T) {
-	tr := &metrics.Tracker{}
-	tr.Observe(report.Event{Kind: report.EventStart, PID: 2})
-	tr.Observe(report.Event{Kind: report.EventRestart})
+	tr := metrics.WorkloadFunc(func() metrics.WorkloadState {
+		return metrics.WorkloadState{State: "starting", Running: true, PID: 2, Starts: 2, Restarts: 1}
+	})
 	reg := metrics.NewRegistry(metrics.Options{ProcRoot: "../metrics/testdata/ena", Workload: tr})
 	base := serve(t, Options{Gatherer: reg, Workload: tr}, DefaultLimits)
 	code, body, h := get(t, base+"/metrics")
@@ -195,7 +198,7 @@ func TestScrapeConcurrency(t *testing.T) {
 // answers others. An oversized header gets 431.
 func TestConnectionLimits(t *testing.T) {
 	l := Limits{MaxConns: 3, ReadHeaderTimeout: 300 * time.Millisecond, WriteTimeout: time.Second, IdleTimeout: time.Second, MaxHeaderBytes: 1 << 10}
-	base := serve(t, Options{Workload: &metrics.Tracker{}}, l)
+	base := serve(t, Options{Workload: metrics.WorkloadFunc(func() metrics.WorkloadState { return metrics.WorkloadState{} })}, l)
 	addr := strings.TrimPrefix(base, "http://")
 	var idle []net.Conn
 	for i := 0; i < l.MaxConns+2; i++ {

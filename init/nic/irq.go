@@ -12,24 +12,43 @@ import (
 	"strings"
 )
 
-// Interrupt is one line of /proc/interrupts: its number and action names
-// (a shared line has several).
+// Interrupt is one line of /proc/interrupts: its number, action names (a
+// shared line has several) and counts.
 type Interrupt struct {
 	IRQ   int
 	Names []string
+	// CPUs are the CPU numbers of the count columns, from the header
+	// (offline CPUs have no column); every line shares the one slice.
+	CPUs   []int
+	Counts []uint64 // interrupts taken on CPUs[i]
 }
 
 // ParseInterrupts reads /proc/interrupts. Only numbered lines are kept (not
 // NMI, LOC, ...). The action names are what follows the per-CPU counts and
 // the chip/hwirq/trigger columns; they are taken as the last
 // whitespace-separated field, split on ",", which holds for every queue
-// naming scheme this package matches (names without spaces).
+// naming scheme this package matches (names without spaces). The metrics
+// read the counts from here too, so that the NIC steps and the metrics
+// agree on which line is which queue.
 func ParseInterrupts(r io.Reader) ([]Interrupt, error) {
 	var out []Interrupt
+	var cpus []int
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
+		if cpus == nil {
+			// The header: "CPU0 CPU1 CPU3".
+			for _, h := range f {
+				n, ok := strings.CutPrefix(h, "CPU")
+				cpu, err := strconv.Atoi(n)
+				if !ok || err != nil {
+					return nil, fmt.Errorf("/proc/interrupts header %q: not CPUn", h)
+				}
+				cpus = append(cpus, cpu)
+			}
+			continue
+		}
 		if len(f) < 2 {
 			continue
 		}
@@ -41,16 +60,24 @@ func ParseInterrupts(r io.Reader) ([]Interrupt, error) {
 		if err != nil {
 			continue
 		}
+		in := Interrupt{IRQ: irq, CPUs: cpus, Counts: make([]uint64, 0, len(cpus))}
+		// The kernel prints a count for every CPU of the header; stop at
+		// the first field that is not one all the same.
+		for i := 1; i < len(f) && len(in.Counts) < len(cpus); i++ {
+			v, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				break
+			}
+			in.Counts = append(in.Counts, v)
+		}
 		// Shared actions are printed "a, b": the comma ends a field.
-		var names []string
-		for i := len(f) - 1; i > 0; i-- {
-			name := strings.TrimSuffix(f[i], ",")
-			names = append([]string{name}, names...)
+		for i := len(f) - 1; i > len(in.Counts); i-- {
+			in.Names = append([]string{strings.TrimSuffix(f[i], ",")}, in.Names...)
 			if !strings.HasSuffix(f[i-1], ",") {
 				break
 			}
 		}
-		out = append(out, Interrupt{IRQ: irq, Names: names})
+		out = append(out, in)
 	}
 	return out, sc.Err()
 }

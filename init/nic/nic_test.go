@@ -189,11 +189,17 @@ func TestQueueIRQNaming(t *testing.T) {
 	}
 }
 
+// TestParseInterruptsShared: a shared line's actions, and counts under the
+// CPU numbers of the header (CPU1 offline has no column).
 func TestParseInterruptsShared(t *testing.T) {
-	in := "           CPU0       CPU1\n 11:   5  6   IO-APIC  11-fasteoi   uhci_hcd:usb1, virtio3-input.0\n"
+	in := "           CPU0       CPU2\n 11:   5  6   IO-APIC  11-fasteoi   uhci_hcd:usb1, virtio3-input.0\nNMI: 0 0 Non-maskable interrupts\n"
 	ints, err := ParseInterrupts(strings.NewReader(in))
-	if err != nil || len(ints) != 1 || strings.Join(ints[0].Names, "|") != "uhci_hcd:usb1|virtio3-input.0" {
+	if err != nil || len(ints) != 1 || strings.Join(ints[0].Names, "|") != "uhci_hcd:usb1|virtio3-input.0" ||
+		fmt.Sprint(ints[0].CPUs, ints[0].Counts) != "[0 2] [5 6]" {
 		t.Errorf("ParseInterrupts = %+v, %v", ints, err)
+	}
+	if _, err := ParseInterrupts(strings.NewReader("CPU0 CPUx\n")); err == nil {
+		t.Error("a bad header parsed")
 	}
 }
 

@@ -108,14 +108,19 @@ const (
 )
 
 // State is a snapshot of the supervised workload, for a metrics or health
-// endpoint.
+// endpoint. It is the supervisor's own view, so it includes what the
+// liveness probe found (Ready false, State running), which no event line
+// carries.
 type State struct {
-	State    string
-	PID      int
-	Restarts int       // starts after the first
-	Started  time.Time // of the current (or last) process, from Clock
-	Ready    bool      // the current process accepts connections
-	Exits    int       // exits in total
+	State     string
+	PID       int
+	Starts    int       // processes started
+	Restarts  int       // starts after the first
+	Started   time.Time // of the current (or last) process, from Clock
+	Ready     bool      // the current process accepts connections (and answers the liveness probe)
+	Exits     int       // exits in total
+	CrashLoop bool      // a crash loop was reported and no process has been ready since
+	Stopping  bool      // Stop was called: the workload is being (or has been) shut down
 }
 
 // Supervisor supervises one workload.
@@ -128,7 +133,6 @@ type Supervisor struct {
 
 	st       State  // guarded by mu
 	lastExit string // guarded by mu
-	starts   int    // guarded by mu
 
 	stop      chan string
 	stopOnce  sync.Once
@@ -162,6 +166,9 @@ func (s *Supervisor) setStateOf(pid int, state string, ready bool) {
 	s.mu.Lock()
 	if s.st.PID == pid {
 		s.st.State, s.st.Ready = state, ready
+		if ready {
+			s.st.CrashLoop = false
+		}
 	}
 	s.mu.Unlock()
 }
@@ -284,10 +291,10 @@ func (s *Supervisor) start() (int, chan unix.WaitStatus, error) {
 	c := make(chan unix.WaitStatus, 1)
 	s.waiting[pid] = c
 	s.pid = pid
-	if s.starts > 0 {
+	if s.st.Starts > 0 {
 		s.st.Restarts++
 	}
-	s.starts++
+	s.st.Starts++
 	s.st.State, s.st.PID, s.st.Ready, s.st.Started = StateStarting, pid, false, s.cfg.Clock.Now()
 	return pid, c, nil
 }
@@ -303,7 +310,12 @@ func fd(f *os.File) uintptr {
 // Stop asks Run to shut the workload down (SIGTERM, grace, SIGKILL) and
 // return. It does not wait; see Done.
 func (s *Supervisor) Stop(reason string) {
-	s.stopOnce.Do(func() { s.stop <- reason })
+	s.stopOnce.Do(func() {
+		// Marked at once: a load balancer's health check fails from the
+		// moment shutdown is asked, not once the workload has gone.
+		s.setState(func(st *State) { st.Stopping = true })
+		s.stop <- reason
+	})
 }
 
 // Done is closed when Run has returned.
@@ -373,7 +385,7 @@ func (s *Supervisor) Run() {
 		s.setState(func(st *State) {
 			st.State, st.PID, st.Ready = StateDown, 0, false
 			if crashLoop {
-				st.State = StateCrashLoop
+				st.State, st.CrashLoop = StateCrashLoop, true
 			}
 			st.Exits++
 		})
@@ -418,7 +430,7 @@ func (s *Supervisor) notReady() error {
 	}
 	err := fmt.Sprintf("workload did not accept on 127.0.0.1:%d within %v of its first start", s.cfg.Port, s.cfg.ReadyTimeout)
 	if s.st.Exits > 0 {
-		err += fmt.Sprintf(" (%d starts, %d exits, last: %s)", s.starts, s.st.Exits, s.lastExit)
+		err += fmt.Sprintf(" (%d starts, %d exits, last: %s)", s.st.Starts, s.st.Exits, s.lastExit)
 	}
 	return errors.New(err)
 }

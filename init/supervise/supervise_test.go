@@ -288,6 +288,9 @@ func TestRestartBackoffCrashLoop(t *testing.T) {
 	if !strings.Contains(logs, "CRASH LOOP") {
 		t.Errorf("no crash-loop log line:\n%s", logs)
 	}
+	if st := s.Snapshot(); !st.CrashLoop || st.Starts < len(want) || st.Restarts != st.Starts-1 {
+		t.Errorf("snapshot in a crash loop: %+v", st)
+	}
 }
 
 // TestRestartServesAgainAndBackoffResets: exits spread wider than the window are no crash
@@ -573,9 +576,14 @@ func TestSnapshot(t *testing.T) {
 	}
 	clk.Advance(clk.waitTimer(t))
 	ev = rec.next(t, report.EventReady)
-	if st := s.Snapshot(); st.State != StateReady || st.Restarts != 1 || st.PID != ev.PID {
+	if st := s.Snapshot(); st.State != StateReady || st.Restarts != 1 || st.Starts != 2 || st.PID != ev.PID || st.Stopping {
 		t.Errorf("after restart: %+v", st)
 	}
+	s.Stop("test")
+	if st := s.Snapshot(); !st.Stopping {
+		t.Errorf("Stop called, snapshot %+v", st)
+	}
+	<-s.Done()
 }
 
 // TestLivenessRestartsHungWorkload: a workload whose port still completes
@@ -601,6 +609,17 @@ func TestLivenessRestartsHungWorkload(t *testing.T) {
 	}
 	fmt.Fprintf(c, "hang\n")
 	c.Close()
+	// Between the first failed probe and the kill, the snapshot (what
+	// /healthz answers from) says the process runs but is not ready.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		st := s.Snapshot()
+		if st.PID == first.PID && !st.Ready && st.State == StateRunning {
+			break
+		}
+		if st.PID != first.PID || time.Now().After(deadline) {
+			t.Fatalf("snapshot of the hung workload never showed it not ready: %+v", st)
+		}
+	}
 	un := rec.next(t, report.EventUnresponsive)
 	if un.PID != first.PID || !strings.Contains(un.Detail, "3 liveness probes failed") {
 		t.Errorf("unresponsive event %+v", un)

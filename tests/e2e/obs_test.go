@@ -29,10 +29,12 @@ var saveConsole = flag.String("e2e.save-console", "", "write TestObs's console l
 const syslogPort = "6514"
 
 // obsConfig is the image's init configuration: TCP shipping (the framing
-// worth checking), and a restart back-off long enough that the workload is
-// visibly down for a while after /exit.
+// worth checking), a restart back-off long enough that the workload is
+// visibly down for a while after /exit, and an HTTP liveness probe that
+// finds the workload /stop hangs (3 misses of 2 s, generous under TCG).
 const obsConfig = "log.remote=tcp://" + vm.HostAddr + ":" + syslogPort + "\n" +
-	"supervise.backoff_min=3s\n"
+	"supervise.backoff_min=3s\n" +
+	"liveness.probe=/json\nliveness.interval=2s\nliveness.timeout=2s\nliveness.failures=3\n"
 
 // TestObs boots the exiter image with log shipping and checks the
 // management endpoint and the shipped logs from outside the guest:
@@ -94,6 +96,7 @@ func TestObs(t *testing.T) {
 	t.Run("metrics", func(t *testing.T) { o.checkMetrics(ctx, t) })
 	t.Run("scrape-cost", func(t *testing.T) { o.scrapeCost(t) })
 	t.Run("restart", func(t *testing.T) { o.checkRestart(ctx, t) })
+	t.Run("hang", func(t *testing.T) { o.checkHang(ctx, t) })
 	t.Run("syslog", func(t *testing.T) { checkSyslog(ctx, t, logs, b) })
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "exiter: SIGTERM") })
 }
@@ -305,28 +308,43 @@ func (o *obsGuest) scrapeCost(t *testing.T) {
 // checkRestart makes the workload exit and watches /healthz and the
 // metrics through the restart.
 func (o *obsGuest) checkRestart(ctx context.Context, t *testing.T) {
+	o.checkRecovery(ctx, t, "/exit", "not running", report.EventRestart)
+}
+
+// checkHang stops the workload (SIGSTOP: its port still completes
+// handshakes, nothing answers) and watches /healthz follow the liveness
+// probe: 503 "not ready" while the process still exists, the unresponsive
+// event on the console, then 200 from the restarted workload.
+func (o *obsGuest) checkHang(ctx context.Context, t *testing.T) {
+	o.checkRecovery(ctx, t, "/stop", "not ready (running)", report.EventUnresponsive)
+}
+
+// checkRecovery asks the workload for path, then waits for /healthz to
+// answer 503 with down in its body, for the event on the console, and for
+// /healthz to answer 200 again from a workload that serves; the restart
+// counter must have moved by exactly one.
+func (o *obsGuest) checkRecovery(ctx context.Context, t *testing.T, path, down, event string) {
 	restarts := func() float64 { return total(sum(o.scrape(t), "hotpath_workload_restarts_total", "")) }
 	before := restarts()
-	base := "http://" + net.JoinHostPort(o.Addr, o.port)
-	resp, err := o.client.Get(base + "/exit")
+	mark := o.Console.Len()
+	resp, err := o.client.Get("http://" + net.JoinHostPort(o.Addr, o.port) + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	// Down: 503 until the new process accepts (the back-off is 3s).
 	deadline := time.Now().Add(2 * time.Minute)
-	saw503 := false
-	for !saw503 && time.Now().Before(deadline) {
+	for {
 		code, body := o.get(t, "/healthz")
-		if code == 503 {
-			saw503 = true
-			t.Logf("/healthz while the workload is down: %d %q", code, strings.TrimSpace(body))
+		if code == 503 && strings.Contains(body, down) {
+			t.Logf("/healthz after %s: %d %q", path, code, strings.TrimSpace(body))
+			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz %d %q two minutes after %s, want 503 %q", code, body, path, down)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if !saw503 {
-		t.Fatal("/healthz never answered 503 after the workload exited")
-	}
-	if _, _, err := o.Console.WaitEvent(ctx, 0, report.EventRestart); err != nil {
+	if _, _, err := o.Console.WaitEvent(ctx, mark, event); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -335,7 +353,7 @@ func (o *obsGuest) checkRestart(ctx context.Context, t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/healthz still %d two minutes after the workload exited", code)
+			t.Fatalf("/healthz still %d two minutes after %s", code, path)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -343,7 +361,7 @@ func (o *obsGuest) checkRestart(ctx context.Context, t *testing.T) {
 		t.Errorf("/healthz is 200 but the workload does not serve: %v", err)
 	}
 	if after := restarts(); after != before+1 {
-		t.Errorf("restart counter %v -> %v after one /exit", before, after)
+		t.Errorf("restart counter %v -> %v after one %s", before, after, path)
 	}
 }
 

@@ -1,6 +1,8 @@
 // Command exiter is the end-to-end tests' own workload: it serves /json like
 // the default workload and exits with status 3 when asked (GET /exit), so a
-// test can watch the init restart it. It is written the way a user writes a
+// test can watch the init restart it; GET /stop stops the whole process
+// (SIGSTOP to itself) so a test can watch the init find a hung workload:
+// the kernel still completes handshakes on its port, nothing answers. It is written the way a user writes a
 // workload, on the server library from outside the server package, so an
 // image built from it also proves that a user's own workload ships.
 //
@@ -61,6 +63,16 @@ func main() {
 		case exit <- struct{}{}:
 		default:
 		}
+	})
+
+	s.Handle("GET", "/stop", func(c *server.Ctx) {
+		c.Close()
+		c.Text("stopping\n")
+		// After the response has left, like /exit.
+		time.AfterFunc(200*time.Millisecond, func() {
+			log.Print("SIGSTOP to myself on request")
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		})
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())

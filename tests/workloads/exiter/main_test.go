@@ -70,6 +70,25 @@ func TestExiter(t *testing.T) {
 			t.Errorf("after /exit: %v, want exit status %d", err, ExitStatus)
 		}
 	})
+	t.Run("stop", func(t *testing.T) {
+		cmd, base, _ := start(t)
+		if got := get(t, base+"/stop"); got != "stopping\n" {
+			t.Errorf("/stop = %q", got)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The state is the field after the parenthesised command.
+			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); f[0] == "T" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not stopped 5 s after /stop: %s", b)
+			}
+		}
+	})
 	t.Run("sigterm", func(t *testing.T) {
 		cmd, _, rest := start(t)
 		cmd.Process.Signal(syscall.SIGTERM)
