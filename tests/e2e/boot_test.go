@@ -65,12 +65,19 @@ func (b *booted) dial(ctx context.Context) (net.Conn, error) {
 // boot starts disk with cpus vCPUs and waits for the boot report.
 func boot(t *testing.T, disk string, cpus int) *booted {
 	t.Helper()
-	return bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, Accel: vm.Accel()}, bootTimeout(vm.Accel()))
+	return bootConfig(t, vm.Config{Disk: disk, CPUs: cpus}, 0)
 }
 
-// bootConfig boots cfg and waits up to timeout for the boot report.
+// bootConfig boots cfg and waits up to timeout for the boot report. An
+// empty cfg.Accel is vm.Accel(); a zero timeout is bootTimeout's.
 func bootConfig(t *testing.T, cfg vm.Config, timeout time.Duration) *booted {
 	t.Helper()
+	if cfg.Accel == "" {
+		cfg.Accel = vm.Accel()
+	}
+	if timeout == 0 {
+		timeout = bootTimeout(cfg.Accel)
+	}
 	cpus := cfg.CPUs
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -39,12 +37,9 @@ type creds struct {
 // guest's namespace; rtc, if set, is the guest's wrong RTC.
 func bootEC2(t *testing.T, disk string, userData []byte, rtc string) (*booted, *vm.FakeIMDS, *vm.NTPServer) {
 	t.Helper()
-	accel := vm.Accel()
-	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout(accel))
-	defer cancel()
 	fake := vm.NewFakeIMDS(vm.GuestMAC, userData)
 	var ntpSrv *vm.NTPServer
-	g := vm.Boot(ctx, t, vm.Config{Disk: disk, CPUs: 2, Accel: accel, RTCBase: rtc, SMBIOS: []string{ec2SMBIOS},
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, RTCBase: rtc, SMBIOS: []string{ec2SMBIOS},
 		Prepare: func(ns *vm.Netns) error {
 			hs, err := ns.StartIMDS(fake)
 			if err != nil {
@@ -57,18 +52,8 @@ func bootEC2(t *testing.T, disk string, userData []byte, rtc string) (*booted, *
 			}
 			t.Cleanup(func() { ntpSrv.Close() })
 			return nil
-		}})
-	rep, err := g.Console.WaitReport(ctx)
-	if err != nil {
-		t.Fatalf("no boot report within %v: %v", bootTimeout(accel), err)
-	}
-	fmt.Fprintf(os.Stderr, "e2e: EC2-like guest: boot report after %v wall time, kernel start to ready %d ms\n",
-		time.Since(g.Started).Round(time.Millisecond), rep.ReadyMillis)
-	port := "8080"
-	if rep.Workload != nil && rep.Workload.Port > 0 {
-		port = fmt.Sprint(rep.Workload.Port)
-	}
-	return &booted{Guest: g, rep: rep, cpus: 2, port: port}, fake, ntpSrv
+		}}, 0)
+	return b, fake, ntpSrv
 }
 
 // whoami asks the workload at port who it runs as; it also returns the

@@ -22,30 +22,6 @@ const probePkg = "github.com/hotpath-dev/hotpath/tests/workloads/probe"
 // (the default is an unprivileged one, issue 12).
 const probeRoot = "workload.user=0\nworkload.group=0\n"
 
-// buildImageConf is buildImage with an init configuration file.
-func buildImageConf(t *testing.T, workload, initConf string) string {
-	t.Helper()
-	return buildImageConfig(t, workload, []byte(initConf))
-}
-
-// bootConf boots cfg (Disk and CPUs set) and waits for the boot report.
-func bootConf(t *testing.T, cfg vm.Config) *booted {
-	t.Helper()
-	cfg.Accel = vm.Accel()
-	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout(cfg.Accel))
-	defer cancel()
-	g := vm.Boot(ctx, t, cfg)
-	rep, err := g.Console.WaitReport(ctx)
-	if err != nil {
-		t.Fatalf("no boot report within %v: %v", bootTimeout(cfg.Accel), err)
-	}
-	port := "8080"
-	if rep.Workload != nil && rep.Workload.Port > 0 {
-		port = fmt.Sprint(rep.Workload.Port)
-	}
-	return &booted{Guest: g, rep: rep, cpus: cfg.CPUs, port: port}
-}
-
 // get sends one request on a new connection and returns the body.
 func (b *booted) get(ctx context.Context, path string) (string, error) {
 	c, err := b.dial(ctx)
@@ -93,8 +69,8 @@ func stepsOf(r *report.Report) map[string]report.Step {
 // still powers off.
 func TestInitHolds(t *testing.T) {
 	requireE2E(t)
-	disk := buildImageConf(t, probePkg, probeRoot)
-	b := bootConf(t, vm.Config{Disk: disk, CPUs: 4, Queues: 2})
+	disk := buildImageConfig(t, probePkg, []byte(probeRoot))
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 4, Queues: 2}, 0)
 	fmt.Fprintf(os.Stderr, "e2e: 4 vCPUs, 2 queues: kernel start to ready %d ms\n", b.rep.ReadyMillis)
 	steps := stepsOf(b.rep)
 	for _, s := range b.rep.Steps {
@@ -223,8 +199,8 @@ var allSteps = []string{"mounts", "loopback", "rlimit-nofile", "workload-cpus", 
 // step; the crash loop is reported; power off still works.
 func TestInitWorkloadExitsAtOnce(t *testing.T) {
 	requireE2E(t)
-	disk := buildImageConf(t, probePkg, "workload.args=-exit-now\nready.timeout=20s\nsupervise.backoff_max=2s\n")
-	b := bootConf(t, vm.Config{Disk: disk, CPUs: 2})
+	disk := buildImageConfig(t, probePkg, []byte("workload.args=-exit-now\nready.timeout=20s\nsupervise.backoff_max=2s\n"))
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2}, 0)
 	if b.rep.ReadyError == "" || b.rep.ReadyMillis != -1 || !strings.Contains(b.rep.ReadyError, "exit status 1") {
 		t.Errorf("report ready_ms %d error %q, want the deadline error naming the exits", b.rep.ReadyMillis, b.rep.ReadyError)
 	}
@@ -286,11 +262,11 @@ func TestInitWorkloadExitsAtOnce(t *testing.T) {
 // generous one that catches the old two-minute wait for the CRNG.
 func TestInitCRNG(t *testing.T) {
 	requireE2E(t)
-	disk := buildImageConf(t, "", "")
+	disk := buildImageConfig(t, "", []byte(""))
 	for _, model := range []string{"qemu64", "max"} {
 		t.Run(model, func(t *testing.T) {
 			start := time.Now()
-			b := bootConf(t, vm.Config{Disk: disk, CPUs: 2, CPUModel: model})
+			b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, CPUModel: model}, 0)
 			wall := time.Since(start)
 			dhcp := stepsOf(b.rep)["net-dhcp"]
 			if dhcp.Status != report.Applied {
@@ -321,8 +297,8 @@ func TestInitCRNG(t *testing.T) {
 // of hanging it: the second boot shows on the console.
 func TestInitPanicReboots(t *testing.T) {
 	requireE2E(t)
-	disk := buildImageConf(t, probePkg, probeRoot)
-	b := bootConf(t, vm.Config{Disk: disk, CPUs: 2, AllowReboot: true})
+	disk := buildImageConfig(t, probePkg, []byte(probeRoot))
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, AllowReboot: true}, 0)
 	if !strings.Contains(b.rep.Facts.Cmdline, "panic=10") {
 		t.Errorf("cmdline %q without panic=10", b.rep.Facts.Cmdline)
 	}

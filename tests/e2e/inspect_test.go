@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -41,18 +40,10 @@ func TestInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	const cpus = 2
-	accel := vm.Accel()
-	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout(accel)+5*time.Minute)
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, DHCPLease: inspectLease}, 0)
+	g, rep := b.Guest, b.rep
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	g := vm.Boot(ctx, t, vm.Config{Disk: disk, CPUs: cpus, Accel: accel, DHCPLease: inspectLease})
-	rep, err := g.Console.WaitReport(ctx)
-	if err != nil {
-		t.Fatalf("no boot report: %v", err)
-	}
-	b := &booted{Guest: g, rep: rep, cpus: cpus, port: "8080"}
-	if rep.Workload != nil && rep.Workload.Port > 0 {
-		b.port = strconv.Itoa(rep.Workload.Port)
-	}
 	dc := g.DHCP.Config()
 	ones, _ := dc.Mask.Size()
 	exp := Expectation{
