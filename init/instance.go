@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
-	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/imds"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/init/supervise"
@@ -23,38 +21,39 @@ import (
 const imdsBudget = 10 * time.Second
 
 // instance is what the per-instance steps found; it goes into the boot
-// report.
+// report. The machine always has one, so that the steps need not check.
 type instance struct {
-	ec2      bool // the metadata service was asked (auto on EC2, or on)
+	ec2      bool   // the metadata service was asked (auto on EC2, or on)
+	data     []byte // the user-data, as the metadata service returned it
 	userData report.UserData
 	info     *report.Instance
+	layers   map[string]string // where the baked keys came from (config.Sources)
 	sources  map[string]string
-	settings []sysctl.Setting // the sysctls after user-data
 	sync     *timesync.Syncer
 	privs    *report.Privileges
 }
 
-// instanceSteps runs after the network step: the metadata service
-// (decision, user-data, identity), user-data as configuration (applied
-// whole or not at all, keys acting before the network refused, sysctls
-// re-applied), then time sync. cfg is updated in place; settings are the
-// sysctls already applied.
-func instanceSteps(ctx context.Context, con *console.Console, runStep func(boot.Step) report.Step,
-	cfg *config.Config, settings []sysctl.Setting) *instance {
-	in := &instance{userData: report.UserData{Status: report.UserDataNone}, settings: settings}
-	var data []byte
-	runStep(boot.Step{Name: "imds", Apply: func(_ context.Context, d boot.Detail) error {
-		on, why := imds.Decide(cfg.IMDS, "/")
+func newInstance(layers map[string]string) *instance {
+	return &instance{userData: report.UserData{Status: report.UserDataNone}, layers: layers}
+}
+
+// imdsSteps ask the metadata service, after the network step, for the
+// user-data and the instance's identity: on EC2 (imds=auto), or always
+// (imds=on).
+func imdsSteps(m *machine) []boot.Step {
+	in := m.inst
+	return []boot.Step{{Name: "imds", Apply: func(_ context.Context, d boot.Detail) error {
+		on, why := imds.Decide(m.cfg.IMDS, "/")
 		in.info = &report.Instance{IMDS: why}
 		if !on {
 			return boot.Skip("%s", why)
 		}
 		in.ec2 = true
-		ictx, cancel := context.WithTimeout(ctx, imdsBudget)
+		ictx, cancel := context.WithTimeout(m.ctx, imdsBudget)
 		defer cancel()
 		c := &imds.Client{}
 		var err error
-		data, err = c.UserData(ictx)
+		in.data, err = c.UserData(ictx)
 		if err != nil {
 			in.userData = report.UserData{Status: report.UserDataError, Note: err.Error()}
 			in.info.Error = err.Error()
@@ -64,59 +63,78 @@ func instanceSteps(ctx context.Context, con *console.Console, runStep func(boot.
 		in.info.InstanceID, in.info.InstanceType, in.info.AvailabilityZone = id.InstanceID, id.InstanceType, id.AvailabilityZone
 		in.info.AMIID, in.info.MAC, in.info.DeviceNumber = id.AMIID, id.MAC, id.DeviceNumber
 		d["instance_id"], d["instance_type"], d["zone"] = id.InstanceID, id.InstanceType, id.AvailabilityZone
-		d["user_data_bytes"] = fmt.Sprint(len(data))
+		d["user_data_bytes"] = fmt.Sprint(len(in.data))
 		if err != nil {
 			in.info.Error = err.Error()
 			return fmt.Errorf("identity: %w", err)
 		}
 		return nil
-	}})
+	}}}
+}
 
-	// User-data as configuration. Bad user-data never stops the boot: it
-	// is reported and the baked configuration holds.
-	if in.ec2 && in.userData.Status != report.UserDataError {
-		runStep(boot.Step{Name: "user-data", Apply: func(_ context.Context, d boot.Detail) error {
-			next, res := config.ApplyUserData(*cfg, data)
-			in.userData = res
-			d["status"] = res.Status
-			switch res.Status {
-			case report.UserDataNone:
-				return boot.Skip("the instance has no user-data")
-			case report.UserDataForeign:
-				con.Logf("user-data: %s", res.Note)
-				return boot.Skip("%s", res.Note)
-			case report.UserDataRejected:
-				con.Logf("user-data REJECTED (%s): %s", res.Note, strings.Join(res.Errors, "; "))
-				return fmt.Errorf("rejected, booting with the baked configuration: %s: %s", res.Note, strings.Join(res.Errors, "; "))
-			}
-			*cfg = next
-			d["applied"] = strings.Join(res.Applied, " ")
-			for k, why := range res.Refused {
-				con.Logf("user-data: %s refused: %s", k, why)
-				d["refused "+k] = why
-			}
-			return nil
-		}})
+// userDataSteps take user-data as configuration, applied whole or not at
+// all, keys acting before the network refused one by one (config.
+// ApplyUserData). Bad user-data never stops the boot: it is reported and
+// the baked configuration holds. No step without the metadata service.
+func userDataSteps(m *machine) []boot.Step {
+	in := m.inst
+	if !in.ec2 || in.userData.Status == report.UserDataError {
+		return nil
 	}
-
-	// Sysctls that user-data changed are applied again.
-	if in.userData.Status == report.UserDataApplied {
-		merged := sysctl.Merge(sysctl.Defaults(cfg.BusyPoll, cfg.BusyRead), cfg.SysctlNames(), cfg.Sysctls)
-		for _, s := range changedSysctls(settings, merged) {
-			st := sysctl.Step(procRoot, s)
-			st.Name += " (user-data)"
-			runStep(st)
-			in.userData.Reapplied = append(in.userData.Reapplied, st.Name)
+	return []boot.Step{{Name: "user-data", Apply: func(_ context.Context, d boot.Detail) error {
+		next, res := config.ApplyUserData(m.cfg, in.data)
+		in.userData = res
+		d["status"] = res.Status
+		switch res.Status {
+		case report.UserDataNone:
+			return boot.Skip("the instance has no user-data")
+		case report.UserDataForeign:
+			m.con.Logf("user-data: %s", res.Note)
+			return boot.Skip("%s", res.Note)
+		case report.UserDataRejected:
+			m.con.Logf("user-data REJECTED (%s): %s", res.Note, strings.Join(res.Errors, "; "))
+			return fmt.Errorf("rejected, booting with the baked configuration: %s: %s", res.Note, strings.Join(res.Errors, "; "))
 		}
-		in.settings = merged
-	}
-	in.sources = cfg.SourceMap(config.Sources(readOr(config.Path), string(readOr(procRoot+"/cmdline"))), in.userData.Applied)
+		m.cfg = next
+		d["applied"] = strings.Join(res.Applied, " ")
+		for k, why := range res.Refused {
+			m.con.Logf("user-data: %s refused: %s", k, why)
+			d["refused "+k] = why
+		}
+		return nil
+	}}}
+}
 
-	// Time: the first query is waited for on EC2 (Amazon Time Sync answers
-	// at once, and the workload should start with the right time); on
-	// other platforms it runs in the background so that a server that is
-	// not there costs the boot nothing.
-	runStep(boot.Step{Name: "time-sync", Apply: func(_ context.Context, d boot.Detail) error {
+// userDataSysctlSteps apply again the sysctls that user-data changed
+// (sysctlSteps' merge of the configuration as user-data left it), and
+// settle where each key of the configuration came from.
+func userDataSysctlSteps(m *machine) []boot.Step {
+	in := m.inst
+	in.sources = m.cfg.SourceMap(in.layers, in.userData.Applied)
+	if in.userData.Status != report.UserDataApplied {
+		return nil
+	}
+	prev := m.settings
+	steps := sysctlSteps(m)
+	var out []boot.Step
+	for i, s := range m.settings {
+		if changed(prev, s) {
+			st := steps[i]
+			st.Name += " (user-data)"
+			in.userData.Reapplied = append(in.userData.Reapplied, st.Name)
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// timeSyncSteps keep the clock in sync. The first query is waited for on
+// EC2 (Amazon Time Sync answers at once, and the workload should start
+// with the right time); on other platforms it runs in the background so
+// that a server that is not there costs the boot nothing.
+func timeSyncSteps(m *machine) []boot.Step {
+	in, cfg, con := m.inst, &m.cfg, m.con
+	return []boot.Step{{Name: "time-sync", Apply: func(_ context.Context, d boot.Detail) error {
 		if cfg.NTP == "off" {
 			return boot.Skip("time.ntp=off")
 		}
@@ -128,7 +146,7 @@ func instanceSteps(ctx context.Context, con *console.Console, runStep func(boot.
 		d["server"] = cfg.NTP
 		var err error
 		if in.ec2 {
-			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			sctx, cancel := context.WithTimeout(m.ctx, 3*time.Second)
 			var st timesync.Status
 			st, err = in.sync.Sync(sctx)
 			cancel()
@@ -140,13 +158,18 @@ func instanceSteps(ctx context.Context, con *console.Console, runStep func(boot.
 		}
 		go func() {
 			defer recoverLog(con, "time-sync")
-			in.sync.Run(ctx)
+			in.sync.Run(m.ctx)
 		}()
 		return err
-	}})
+	}}}
+}
 
-	// Privileges of the workload.
-	runStep(boot.Step{Name: "workload-privileges", Apply: func(_ context.Context, d boot.Detail) error {
+// privilegeSteps settle the workload's uid, gid and capabilities, and lock
+// no_new_privs on the init (inherited across fork and execve) unless the
+// workload runs as root.
+func privilegeSteps(m *machine) []boot.Step {
+	in, cfg := m.inst, &m.cfg
+	return []boot.Step{{Name: "workload-privileges", Apply: func(_ context.Context, d boot.Detail) error {
 		in.privs = &report.Privileges{UID: cfg.WorkloadUID, GID: cfg.WorkloadGID, Caps: cfg.WorkloadCapList()}
 		d["uid"], d["gid"], d["caps"] = fmt.Sprint(cfg.WorkloadUID), fmt.Sprint(cfg.WorkloadGID), strings.Join(in.privs.Caps, ",")
 		if cfg.WorkloadUID == 0 {
@@ -157,8 +180,7 @@ func instanceSteps(ctx context.Context, con *console.Console, runStep func(boot.
 		}
 		in.privs.NoNewPrivs = true
 		return nil
-	}})
-	return in
+	}}}
 }
 
 // supervisePrivileges converts the report's form for the supervisor.
@@ -187,25 +209,12 @@ func (in *instance) fill(rep *report.Report) {
 	}
 }
 
-// changedSysctls returns the settings of next that are new or differ from
-// prev.
-func changedSysctls(prev, next []sysctl.Setting) []sysctl.Setting {
-	old := map[string]string{}
-	for _, s := range prev {
-		old[s.Name] = s.Value
-	}
-	var out []sysctl.Setting
-	for _, s := range next {
-		if v, ok := old[s.Name]; !ok || v != s.Value {
-			out = append(out, s)
+// changed reports whether s is new in prev or has another value there.
+func changed(prev []sysctl.Setting, s sysctl.Setting) bool {
+	for _, p := range prev {
+		if p.Name == s.Name {
+			return p.Value != s.Value
 		}
 	}
-	return out
-}
-
-// readOr returns the file's content, or nil when it cannot be read (the
-// sources then say "default" for what it would have set).
-func readOr(path string) []byte {
-	b, _ := os.ReadFile(path)
-	return b
+	return true
 }

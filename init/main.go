@@ -16,6 +16,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -155,7 +156,9 @@ func run(con *console.Console, requests chan request) {
 	// Configuration: the baked file, then the kernel command line (so
 	// after the mounts: /proc/cmdline).
 	var unknown []string
-	m.cfg, unknown = loadConfig(con)
+	var layers map[string]string
+	m.cfg, unknown, layers = loadConfig(con)
+	m.inst = newInstance(layers)
 	m.obs = startObserver(con, m.cfg, m.results)
 	m.boot()
 
@@ -216,14 +219,15 @@ func recoverLog(con *console.Console, what string) {
 
 // loadConfig reads the baked file and the command-line overrides. Bad
 // lines are reported and skipped; unknown keys are reported on the console
-// and returned for the boot report.
-func loadConfig(con *console.Console) (config.Config, []string) {
+// and returned for the boot report, with where each key that was set came
+// from (config.Sources).
+func loadConfig(con *console.Console) (config.Config, []string, map[string]string) {
 	cfg := config.Default()
 	var unknown []string
-	if f, err := os.Open(config.Path); err == nil {
+	file, err := os.ReadFile(config.Path)
+	if err == nil {
 		var perr error
-		cfg, perr = config.Parse(f)
-		f.Close()
+		cfg, perr = config.Parse(bytes.NewReader(file))
 		if perr != nil {
 			con.Logf("%s: %v", config.Path, perr)
 		}
@@ -233,8 +237,9 @@ func loadConfig(con *console.Console) (config.Config, []string) {
 	} else {
 		con.Logf("no %s: defaults", config.Path)
 	}
-	if b, err := os.ReadFile(procRoot + "/cmdline"); err == nil {
-		if err := cfg.ApplyCmdline(string(b)); err != nil {
+	cmdline, err := os.ReadFile(procRoot + "/cmdline")
+	if err == nil {
+		if err := cfg.ApplyCmdline(string(cmdline)); err != nil {
 			con.Logf("kernel command line: %v", err)
 			for _, k := range config.Unknown(err) {
 				unknown = append(unknown, config.CmdlinePrefix+k)
@@ -255,7 +260,7 @@ func loadConfig(con *console.Console) (config.Config, []string) {
 			cfg.BackoffMin, cfg.BackoffMax = d.BackoffMin, d.BackoffMax
 		}
 	}
-	return cfg, unknown
+	return cfg, unknown, config.Sources(file, string(cmdline))
 }
 
 func kernelRelease() string {

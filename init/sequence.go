@@ -27,15 +27,19 @@ import (
 // workload's CPUs need the queue count); each step's outcome goes into
 // the boot report, and none stops the boot.
 var sequence = []func(*machine) []boot.Step{
-	loopbackSteps,    // lo up
-	rlimitSteps,      // RLIMIT_NOFILE the workload inherits
-	sysctlSteps,      // busy polling, noqueue, reno, backlogs, sysctl.* keys
-	workloadCPUSteps, // workload.cpus within the online CPUs
-	nicSteps,         // discover; channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
-	networkSteps,     // DHCP, static address, or none
-	instanceEntry,    // IMDS, user-data, identity, time sync, workload privileges (instance.go)
-	observeSteps,     // log shipping, management endpoint (observe.go)
-	powerButtonSteps, // ACPI power button: orderly power off
+	loopbackSteps,       // lo up
+	rlimitSteps,         // RLIMIT_NOFILE the workload inherits
+	sysctlSteps,         // busy polling, noqueue, reno, backlogs, sysctl.* keys
+	workloadCPUSteps,    // workload.cpus within the online CPUs
+	nicSteps,            // discover; channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
+	networkSteps,        // DHCP, static address, or none
+	imdsSteps,           // user-data and identity from IMDSv2, on EC2 (instance.go)
+	userDataSteps,       // user-data as configuration
+	userDataSysctlSteps, // sysctls user-data changed, applied again
+	timeSyncSteps,       // NTP against Amazon Time Sync (time.ntp)
+	privilegeSteps,      // the workload's uid, gid, capabilities
+	observeSteps,        // log shipping, management endpoint (observe.go)
+	powerButtonSteps,    // ACPI power button: orderly power off
 }
 
 // machine is what the boot steps share: the file-system roots they read
@@ -57,7 +61,7 @@ type machine struct {
 	dhcp     *netconf.DHCPOptions
 	results  []report.Step
 	obs      *observer // nil-safe: metrics, health, log shipping
-	inst     *instance // what the per-instance steps found; nil-safe
+	inst     *instance // what the per-instance steps found
 }
 
 // run runs one step, logs it, and keeps its result for the report.
@@ -276,14 +280,4 @@ func powerButtonSteps(m *machine) []boot.Step {
 func observeSteps(m *machine) []boot.Step {
 	m.obs.configure(m.cfg)
 	return m.obs.bootSteps(m.ctx, m.link, m.ethtool)
-}
-
-// instanceEntry runs the per-instance steps itself (which of them run
-// depends on what the ones before found: no user-data step without the
-// metadata service) and takes the configuration and sysctls as user-data
-// left them.
-func instanceEntry(m *machine) []boot.Step {
-	m.inst = instanceSteps(m.ctx, m.con, m.run, &m.cfg, m.settings)
-	m.settings = m.inst.settings
-	return nil
 }

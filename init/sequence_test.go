@@ -120,3 +120,40 @@ func TestFailed(t *testing.T) {
 		t.Error("failed()")
 	}
 }
+
+// TestUserDataSequence: the per-instance entries of the sequence in turn.
+// User-data is a step only when the metadata service was asked; the
+// sysctls it changed (and only those) are applied again, named so; every
+// key's source is settled, user-data's included.
+func TestUserDataSequence(t *testing.T) {
+	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), map[string]string{"sysctl.net.core.somaxconn": "4096"})
+	m.inst = newInstance(map[string]string{"sysctl.net.core.somaxconn": report.FromFile})
+	sysctlSteps(m)
+	if s := userDataSteps(m); len(s) != 0 {
+		t.Fatalf("user-data steps without the metadata service: %v", s)
+	}
+	m.inst.ec2 = true
+	m.inst.data = []byte("sysctl.net.core.somaxconn=8192\nsysctl.net.ipv4.tcp_fin_timeout=5\nworkload.port=9090\n")
+	for _, s := range userDataSteps(m) {
+		if r := boot.RunOne(m.ctx, s); r.Status != report.Applied {
+			t.Fatalf("user-data step: %+v", r)
+		}
+	}
+	var names []string
+	for _, s := range userDataSysctlSteps(m) {
+		names = append(names, s.Name)
+	}
+	want := "sysctl net.core.somaxconn (user-data),sysctl net.ipv4.tcp_fin_timeout (user-data)"
+	if strings.Join(names, ",") != want || strings.Join(m.inst.userData.Reapplied, ",") != want {
+		t.Errorf("re-applied %q (report %q), want %q", names, m.inst.userData.Reapplied, want)
+	}
+	for k, want := range map[string]string{"workload.port": report.FromUserData, "sysctl.net.core.somaxconn": report.FromUserData,
+		"workload.path": report.FromDefault} {
+		if got := m.inst.sources[k]; got != want {
+			t.Errorf("source of %s: %q, want %q", k, got, want)
+		}
+	}
+	if m.cfg.WorkloadPort != 9090 {
+		t.Errorf("workload.port %d after user-data", m.cfg.WorkloadPort)
+	}
+}
