@@ -30,6 +30,7 @@ import (
 	"github.com/hotpath-dev/hotpath/image/cpio"
 	"github.com/hotpath-dev/hotpath/image/disk"
 	"github.com/hotpath-dev/hotpath/image/gobuild"
+	"github.com/hotpath-dev/hotpath/image/machine"
 	"github.com/hotpath-dev/hotpath/image/manifest"
 	"github.com/hotpath-dev/hotpath/init/config"
 	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
@@ -237,7 +238,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
-	a := archs[o.Arch]
+	a, err := machine.For(o.Arch)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkEFI(efi, a); err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", kr.BzImage, err)
 	}
@@ -257,7 +261,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		PartGUID: disk.DeriveGUID(seed, "hotpath esp"),
 		VolumeID: disk.DeriveVolumeID(seed),
 		Time:     time.Unix(epoch, 0),
-		BootPath: a.bootPath,
+		BootPath: a.BootPath,
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
@@ -284,7 +288,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		ESP: manifest.ESP{
 			Index: 1, TypeGUID: "C12A7328-F81F-11D2-BA4B-00A0C93EC93B", GUID: l.PartGUID,
 			Start: l.ESPStart, Size: l.ESPSize, FileSystem: "fat32",
-			VolumeID: fmt.Sprintf("%08X", do.VolumeID), BootPath: "/" + a.bootPath, BootPathOff: l.EFIStart,
+			VolumeID: fmt.Sprintf("%08X", do.VolumeID), BootPath: "/" + a.BootPath, BootPathOff: l.EFIStart,
 		},
 	}
 	if err := m.WriteFile(manPath); err != nil {
@@ -469,24 +473,11 @@ func FindRoot(dir string) (string, error) {
 	}
 }
 
-// arch is what differs per architecture on the disk: where UEFI looks for
-// the loader on removable media, and the PE machine it must be for.
-type arch struct {
-	bootPath string
-	machine  uint16
-	name     string
-}
-
-var archs = map[string]arch{
-	"amd64": {disk.BootPath, 0x8664, "x86-64"},
-	"arm64": {disk.BootPathAA64, 0xaa64, "arm64"},
-}
-
 // checkEFI makes sure the kernel is a PE32+ image for the architecture (an
 // EFI stub kernel) before it is written as its boot path: a kernel built
 // without CONFIG_EFI_STUB would be copied happily and fail only in the
 // firmware.
-func checkEFI(b []byte, a arch) error {
+func checkEFI(b []byte, a machine.Machine) error {
 	if len(b) < 0x40 || b[0] != 'M' || b[1] != 'Z' {
 		return errors.New("not an EFI binary (no MZ header): is CONFIG_EFI_STUB set?")
 	}
@@ -494,8 +485,8 @@ func checkEFI(b []byte, a arch) error {
 	if off+6 > len(b) || string(b[off:off+4]) != "PE\x00\x00" {
 		return errors.New("not an EFI binary (no PE header): is CONFIG_EFI_STUB set?")
 	}
-	if machine := binary.LittleEndian.Uint16(b[off+4:]); machine != a.machine {
-		return fmt.Errorf("EFI binary for machine %#x, want %s (%#x)", machine, a.name, a.machine)
+	if pe := binary.LittleEndian.Uint16(b[off+4:]); pe != a.PEMachine {
+		return fmt.Errorf("EFI binary for machine %#x, want %s (%#x)", pe, a.Arch, a.PEMachine)
 	}
 	return nil
 }

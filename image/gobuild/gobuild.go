@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/hotpath-dev/hotpath/image/machine"
 )
 
 // Flags are the build flags of every binary in the image:
@@ -38,9 +40,6 @@ var Env = EnvFor("amd64")
 func EnvFor(goarch string) []string {
 	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + goarch}
 }
-
-// machines maps each GOARCH an image can be built for to its ELF machine.
-var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
 // arch returns goarch, or amd64 for "".
 func arch(goarch string) string {
@@ -110,11 +109,11 @@ func (e notStatic) Is(target error) bool { return target == ErrNotStatic }
 // architecture's code, so anything else would fail only at boot, as "exec
 // format error" or "no such file" on the serial console.
 func CheckStatic(name, goarch string) error {
-	goarch = arch(goarch)
-	want, ok := machines[goarch]
-	if !ok {
-		return fmt.Errorf("%s: no image architecture %q (want amd64 or arm64)", name, goarch)
+	m, err := machine.For(goarch)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
+	goarch, want := m.Arch, m.ELF
 	ns := notStatic{goarch}
 	f, err := elf.Open(name)
 	if err != nil {
@@ -123,9 +122,9 @@ func CheckStatic(name, goarch string) error {
 	defer f.Close()
 	if f.Class != elf.ELFCLASS64 || f.Machine != want {
 		hint := ""
-		for other, m := range machines {
-			if f.Class == elf.ELFCLASS64 && f.Machine == m {
-				hint = fmt.Sprintf(", or build a linux/%s image (-arch %s)", other, other)
+		for _, other := range machine.All {
+			if f.Class == elf.ELFCLASS64 && f.Machine == other.ELF {
+				hint = fmt.Sprintf(", or build a linux/%s image (-arch %s)", other.Arch, other.Arch)
 			}
 		}
 		return fmt.Errorf("%s: %w: it is for %s (%s), the image is linux/%s; rebuild it with GOARCH=%s%s",

@@ -1,13 +1,29 @@
-// Package machine names, per architecture, the QEMU machine and UEFI
-// firmware that stand in for a cloud instance: `hotpath-image run` and the
-// test harness (tests/vm) boot images the same way.
+// Package machine is what differs per architecture outside the kernel
+// build (kernelconfig.Target has that): the executables' ELF machine, the
+// loader's path and PE machine on the ESP, and the QEMU machine and UEFI
+// firmware that stand in for a cloud instance (`hotpath-image run` and the
+// test harness, tests/vm, boot images the same way).
 package machine
 
-import "fmt"
+import (
+	"debug/elf"
+	"fmt"
 
-// Machine is how QEMU emulates one architecture's instance.
+	"github.com/hotpath-dev/hotpath/image/disk"
+	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
+)
+
+// Machine is one architecture's instance, and how QEMU emulates it.
 type Machine struct {
-	Arch    string // GOARCH
+	Arch string // GOARCH
+	// ELF is the machine of the architecture's executables (the init, the
+	// workload).
+	ELF elf.Machine
+	// BootPath is where UEFI looks for the loader on removable media (the
+	// ESP's only loader); PEMachine is the PE/COFF machine it must be for.
+	BootPath  string
+	PEMachine uint16
+
 	QEMU    string // the emulator binary
 	QEMUPkg string // its Debian package
 	// Machine is -machine, without the accelerator.
@@ -33,7 +49,8 @@ var (
 	// AMD64 is q35 with OVMF (Debian's 4 MiB flash layout, without Secure
 	// Boot or SMM).
 	AMD64 = Machine{
-		Arch: "amd64", QEMU: "qemu-system-x86_64", QEMUPkg: "qemu-system-x86",
+		Arch: "amd64", ELF: elf.EM_X86_64, BootPath: disk.BootPath, PEMachine: 0x8664,
+		QEMU: "qemu-system-x86_64", QEMUPkg: "qemu-system-x86",
 		Machine: "q35", CPU: "max",
 		Code: "/usr/share/OVMF/OVMF_CODE_4M.fd", Vars: "/usr/share/OVMF/OVMF_VARS_4M.fd", FirmwarePkg: "ovmf",
 		KVM: true, DepsGroup: "test",
@@ -45,7 +62,8 @@ var (
 	// emulates it much faster than "max", whose pointer authentication and
 	// SVE cost dearly in emulation.
 	ARM64 = Machine{
-		Arch: "arm64", QEMU: "qemu-system-aarch64", QEMUPkg: "qemu-system-arm",
+		Arch: "arm64", ELF: elf.EM_AARCH64, BootPath: disk.BootPathAA64, PEMachine: 0xaa64,
+		QEMU: "qemu-system-aarch64", QEMUPkg: "qemu-system-arm",
 		Machine: "virt,gic-version=3", CPU: "neoverse-n1",
 		Code: "/usr/share/AAVMF/AAVMF_CODE.fd", Vars: "/usr/share/AAVMF/AAVMF_VARS.fd", FirmwarePkg: "qemu-efi-aarch64",
 		DepsGroup: "test arm64",
@@ -58,15 +76,23 @@ var (
 	}
 )
 
-// For returns the machine of a GOARCH name; "" is amd64.
+// All are the machines, amd64 (the default) first.
+var All = []Machine{AMD64, ARM64}
+
+// For returns the machine of an architecture, by any name the kernel
+// build takes for it (kernelconfig.LookupTarget: "arm64" or "aarch64",
+// ...); "" is amd64.
 func For(arch string) (Machine, error) {
-	switch arch {
-	case "", "amd64":
-		return AMD64, nil
-	case "arm64":
-		return ARM64, nil
+	t, err := kernelconfig.LookupTarget(arch)
+	if err != nil {
+		return Machine{}, err
 	}
-	return Machine{}, fmt.Errorf("no QEMU machine for architecture %q (want amd64 or arm64)", arch)
+	for _, m := range All {
+		if m.Arch == t.Name {
+			return m, nil
+		}
+	}
+	return Machine{}, fmt.Errorf("no machine for architecture %s", t.Name)
 }
 
 // CPUFor is the -cpu argument under accel.

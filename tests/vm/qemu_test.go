@@ -184,7 +184,7 @@ func TestStartRefuses(t *testing.T) {
 	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "arm64", Accel: "kvm"}); err == nil || !strings.Contains(err.Error(), "cannot run under KVM on an x86-64 host") {
 		t.Errorf("arm64 under KVM: %v", err)
 	}
-	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "mips"}); err == nil || !strings.Contains(err.Error(), `no QEMU machine for architecture "mips"`) {
+	if _, err := Start(ctx, Config{Disk: "/nonexistent", Arch: "mips"}); err == nil || !strings.Contains(err.Error(), `architecture "mips": hotpath builds for amd64 or arm64`) {
 		t.Errorf("unknown architecture: %v", err)
 	}
 }
