@@ -120,7 +120,7 @@ func TestUpload(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, sum, nData := writeImage(t, kinds, tc.tail)
-			f := fakeaws.New("AKIDTEST")
+			f := fakeaws.New("AKIDTEST", "secret")
 			defer f.Close()
 			var (
 				mu    sync.Mutex
@@ -182,7 +182,7 @@ func TestUpload(t *testing.T) {
 func TestUploadRetries(t *testing.T) {
 	kinds := []blockKind{data, data, data, hole, data, data, data, data}
 	path, sum, nData := writeImage(t, kinds, 0)
-	f := fakeaws.New("AKIDTEST")
+	f := fakeaws.New("AKIDTEST", "secret")
 	defer f.Close()
 	f.Inject("StartSnapshot", fakeaws.Fault{Status: 503})
 	f.Inject("PutSnapshotBlock",
@@ -230,7 +230,7 @@ func TestUploadRetries(t *testing.T) {
 // clean-up, and does not complete the snapshot.
 func TestUploadPermanentFailure(t *testing.T) {
 	path, _, _ := writeImage(t, []blockKind{data, data, data, data}, 0)
-	f := fakeaws.New("AKIDTEST")
+	f := fakeaws.New("AKIDTEST", "secret")
 	defer f.Close()
 	f.FailAlways("PutSnapshotBlock", fakeaws.Fault{Status: 403, Code: "AccessDeniedException", Message: "no", Reason: "UNAUTHORIZED_ACCOUNT"})
 	var started string
@@ -257,7 +257,7 @@ func TestUploadPermanentFailure(t *testing.T) {
 
 func TestUploadCancel(t *testing.T) {
 	path, _, _ := writeImage(t, []blockKind{data, data, data, data, data, data}, 0)
-	f := fakeaws.New("AKIDTEST")
+	f := fakeaws.New("AKIDTEST", "secret")
 	defer f.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.OnPut = func(string, int32) { cancel() }
@@ -272,7 +272,7 @@ func TestUploadCancel(t *testing.T) {
 
 func TestUploadVolumeSize(t *testing.T) {
 	path, _, _ := writeImage(t, []blockKind{data}, 0)
-	f := fakeaws.New("AKIDTEST")
+	f := fakeaws.New("AKIDTEST", "secret")
 	defer f.Close()
 	res, err := ebsupload.Upload(context.Background(), client(t, f, 3), ebsupload.Options{Path: path, VolumeSizeGiB: 8})
 	if err != nil {

@@ -342,7 +342,7 @@ func awsEnv(t *testing.T) []string {
 // on a disk image, through the plugin binary (protobuf/msgpack encoding,
 // as current Packer uses).
 func TestPostProcessorRPC(t *testing.T) {
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	defer f.Close()
 	f.Inject("PutSnapshotBlock", fakeaws.Fault{Status: 503})
 	disk, sum := sparseDisk(t)
@@ -417,7 +417,7 @@ func TestPostProcessorRPCArm64(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fakeaws.New("AKIDRPC")
+			f := fakeaws.New("AKIDRPC", "secret")
 			defer f.Close()
 			disk, sum := sparseDisk(t)
 			in := tc.in(disk)
@@ -621,7 +621,7 @@ func buildAndPostProcess(t *testing.T, ctx context.Context, goarch, amiArch stri
 	if _, err := os.Stat("/usr/src/linux-source-6.1.tar.xz"); err != nil && os.Getenv("HOTPATH_KERNEL_SOURCE") == "" {
 		t.Skip("no kernel source (image/deps.sh installs linux-source-6.1)")
 	}
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	t.Cleanup(f.Close)
 	out := filepath.Join(t.TempDir(), "out")
 	vars := map[string]string{"out": out, "version": "1.0", "key": "AKIDRPC", "endpoint": f.URL}
@@ -692,7 +692,7 @@ func buildAndPostProcess(t *testing.T, ctx context.Context, goarch, amiArch stri
 // Cancelling the build (Packer core cancels the context, the RPC client
 // calls Cancel on the plugin) stops the upload and deletes the snapshot.
 func TestPostProcessorRPCCancel(t *testing.T) {
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	defer f.Close()
 	disk, _ := sparseDisk(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -770,7 +770,7 @@ func TestValidationRPC(t *testing.T) {
 // A duplicate ami_name stops the run before the upload (item 3), in the
 // build region or any copy region.
 func TestDuplicateNameRPC(t *testing.T) {
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	defer f.Close()
 	disk, _ := sparseDisk(t)
 	client := start(t, "post-processor", "ami", true, awsEnv(t)...)
@@ -797,7 +797,7 @@ func TestDuplicateNameRPC(t *testing.T) {
 // pending copy's snapshot, and the clean-up still deletes the copy and
 // its snapshot; the message says "cancelled" (item 6).
 func TestPendingCopyCancelRPC(t *testing.T) {
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	defer f.Close()
 	f.CopyPendingPolls = 1 << 20
 	disk, _ := sparseDisk(t)
@@ -942,7 +942,7 @@ func runRollout(t *testing.T, ctx context.Context, vars map[string]string, amis 
 // The whole hand-over: AMI -> SSM parameter -> launch template version
 // -> Instance Refresh, to Successful in both regions.
 func TestRolloutRPC(t *testing.T) {
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	defer f.Close()
 	ui, a, err := rolloutRun(t, f, context.Background(), nil)
 	if err != nil {
@@ -981,7 +981,7 @@ func TestRolloutRPC(t *testing.T) {
 // A refresh that fails is rolled back, and the plugin says so and puts
 // the parameter and the default version back.
 func TestRolloutFailureRPC(t *testing.T) {
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	defer f.Close()
 	ui, _, err := rolloutRun(t, f, context.Background(), func() {
 		f.FailRefresh("eu-west-1", "web", 40, "3 targets failed the health check on the management port")
@@ -1001,7 +1001,7 @@ func TestRolloutFailureRPC(t *testing.T) {
 // Ctrl-C while waiting for the refresh rolls it back, and the message
 // says what the groups run.
 func TestRolloutCancelRPC(t *testing.T) {
-	f := fakeaws.New("AKIDRPC")
+	f := fakeaws.New("AKIDRPC", "secret")
 	defer f.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

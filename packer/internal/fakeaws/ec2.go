@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -49,52 +47,35 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 		http.Error(w, "fakeaws: content type "+ct, http.StatusBadRequest)
 		return
 	}
-	raw, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	form, err := url.ParseQuery(string(raw))
+	p, err := queryParams(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	p := map[string]string{}
-	for k, v := range form {
-		p[k] = v[0]
-	}
 	op := p["Action"]
-	s.mu.Lock()
-	var (
-		body string
-		f    *Fault
-	)
-	spec, known := ec2Params[op]
-	if p["Version"] != "2016-11-15" {
-		f = badParam("Version %q", p["Version"])
-	} else if !known {
-		f = &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
-	} else if err := checkQuery(spec, p); err != nil {
-		f = &Fault{Status: 400, Code: "UnknownParameter", Message: err.Error()}
-	} else if ff, ok := s.fault(op); ok {
-		f = &ff
-	} else {
-		body, f = s.ec2Op(op, p, region)
+	check := func() *Fault {
+		spec, known := ec2Params[op]
+		switch {
+		case p["Version"] != "2016-11-15":
+			return badParam("Version %q", p["Version"])
+		case !known:
+			return &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+		}
+		if err := checkQuery(spec, p); err != nil {
+			return &Fault{Status: 400, Code: "UnknownParameter", Message: err.Error()}
+		}
+		return nil
 	}
-	status := 200
-	if f != nil {
-		status = f.Status
-	}
-	s.record(r, op, region, status)
-	onCall := s.OnCall
-	s.mu.Unlock()
-	defer afterCall(w, onCall, op, status)
-	if f != nil {
-		ec2Error(w, *f)
-		return
-	}
-	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+`<%sResponse xmlns="%s"><requestId>fake-request</requestId>%s</%sResponse>`,
-		op, ec2NS, body, op)
+	answer(s, w, r, region, op, check, func() (string, *Fault) { return s.ec2Op(op, p, region) },
+		func(w http.ResponseWriter, body string, f *Fault) {
+			if f != nil {
+				ec2Error(w, *f)
+				return
+			}
+			w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+"\n"+`<%sResponse xmlns="%s"><requestId>fake-request</requestId>%s</%sResponse>`,
+				op, ec2NS, body, op)
+		})
 }
 
 // selection reads what a Describe call asks for: the ids listed under
@@ -114,18 +95,6 @@ func selection(p map[string]string, idKey, filter string, all []string) (ids, va
 		sort.Strings(ids)
 	}
 	return ids, values, nil
-}
-
-// afterCall flushes the answer, then tells the test's OnCall hook: a hook
-// that cancels the client sees the answer delivered first.
-func afterCall(w http.ResponseWriter, onCall func(string, int), op string, status int) {
-	if onCall == nil {
-		return
-	}
-	if fl, ok := w.(http.Flusher); ok {
-		fl.Flush()
-	}
-	onCall(op, status)
 }
 
 // list collects the values of Prefix.1, Prefix.2, ... (or, with a suffix,

@@ -9,9 +9,10 @@
 // that does not match its bytes, a CompleteSnapshot whose changed-block
 // count or LINEAR aggregate checksum disagrees with what was stored, an AMI
 // referring to a snapshot that is not completed, deleting a snapshot an AMI
-// still uses. Requests must carry a SigV4 Authorization header whose scope
-// names the right service; the region of the scope is the region the
-// resource lives in, so one server plays every region.
+// still uses. Requests must carry a valid SigV4 signature (recomputed with
+// the key's secret, sigv4.go) whose scope names the right service; the
+// region of the scope is the region the resource lives in, so one server
+// plays every region.
 package fakeaws
 
 import (
@@ -19,12 +20,15 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // BlockSize is what StartSnapshot answers, as EBS does.
@@ -96,7 +100,7 @@ type Call struct {
 // Server is the fake endpoint.
 type Server struct {
 	*httptest.Server
-	AccessKey string
+	AccessKey, SecretKey string
 
 	mu        sync.Mutex
 	snapshots map[string]*Snapshot
@@ -113,8 +117,9 @@ type Server struct {
 	// CopyPendingPolls is added to PendingPolls for AMI copies, which
 	// take longest on EC2.
 	CopyPendingPolls int
-	// OnCall, if set, is called after each answered request with its
-	// operation and status (outside the lock).
+	// OnCall, if set, is called after each answered request of the Query
+	// and JSON APIs (EC2, Auto Scaling, SSM, STS) with its operation and
+	// status, outside the lock; EBS blocks have OnPut.
 	OnCall func(op string, status int)
 
 	templates  map[string]*LaunchTemplate // by id
@@ -125,11 +130,13 @@ type Server struct {
 	OnPut func(snapshotID string, index int32)
 }
 
-// New starts a fake on 127.0.0.1. Only requests signed with accessKey are
+// New starts a fake on 127.0.0.1. Only requests signed with accessKey and
+// secretKey (or with the temporary credentials of an assumed role) are
 // accepted.
-func New(accessKey string) *Server {
+func New(accessKey, secretKey string) *Server {
 	s := &Server{
 		AccessKey:    accessKey,
+		SecretKey:    secretKey,
 		snapshots:    map[string]*Snapshot{},
 		images:       map[string]*Image{},
 		tokens:       map[string]string{},
@@ -253,31 +260,30 @@ func (s *Server) nextID(prefix string) string {
 	return fmt.Sprintf("%s-%017x", prefix, s.seq)
 }
 
-var scopeRE = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=([^/]+)/\d{8}/([a-z0-9-]+)/([a-z0-9]+)/aws4_request, SignedHeaders=[a-z0-9;-]+, Signature=[0-9a-f]{64}$`)
-
-// scope checks the SigV4 Authorization header and returns its region and
-// service.
+// scope checks the SigV4 signature and returns its region and service.
 func (s *Server) scope(r *http.Request) (region, service string, err error) {
-	m := scopeRE.FindStringSubmatch(r.Header.Get("Authorization"))
-	if m == nil {
-		return "", "", fmt.Errorf("missing or malformed SigV4 Authorization header %q", r.Header.Get("Authorization"))
+	sig, err := parseAuth(r.Header.Get("Authorization"))
+	if err != nil {
+		return "", "", err
 	}
-	if m[1] != s.AccessKey {
+	creds := aws.Credentials{AccessKeyID: sig.key, SecretAccessKey: s.SecretKey}
+	if sig.key != s.AccessKey {
 		s.mu.Lock()
-		role, ok := s.sessions[m[1]]
+		role, ok := s.sessions[sig.key]
 		s.mu.Unlock()
 		if !ok {
-			return "", "", fmt.Errorf("unknown access key %q", m[1])
+			return "", "", fmt.Errorf("unknown access key %q", sig.key)
 		}
 		if r.Header.Get("X-Amz-Security-Token") != role.token {
-			return "", "", fmt.Errorf("temporary access key %q without its session token", m[1])
+			return "", "", fmt.Errorf("temporary access key %q without its session token", sig.key)
 		}
+		creds.SecretAccessKey, creds.SessionToken = role.secret, role.token
 	}
-	r.Header.Set("X-Fakeaws-Key", m[1])
-	if r.Header.Get("X-Amz-Date") == "" {
-		return "", "", fmt.Errorf("missing X-Amz-Date")
+	if err := verifySignature(r, sig, creds); err != nil {
+		return "", "", err
 	}
-	return m[2], m[3], nil
+	r.Header.Set("X-Fakeaws-Key", sig.key)
+	return sig.region, sig.service, nil
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -300,6 +306,61 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveSTS(w, r, region)
 	default:
 		http.Error(w, "unknown service "+service, http.StatusBadRequest)
+	}
+}
+
+// queryParams reads the form-encoded body of an awsquery POST (EC2, Auto
+// Scaling, STS) into the first value of each parameter.
+func queryParams(r *http.Request) (map[string]string, error) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(raw))
+	if err != nil {
+		return nil, err
+	}
+	if r.Method != http.MethodPost {
+		return nil, fmt.Errorf("method %s", r.Method)
+	}
+	p := map[string]string{}
+	for k, v := range form {
+		p[k] = v[0]
+	}
+	return p, nil
+}
+
+// answer runs one operation of a request under the lock: check (the
+// request's own validation; nil passes) first, then a fault injected for
+// op, then do. It records the call, writes the outcome with write (the
+// body, or the fault when there is one) and only then, outside the lock,
+// tells the test's OnCall hook, so that a hook that cancels the client
+// sees the answer delivered first.
+func answer[T any](s *Server, w http.ResponseWriter, r *http.Request, region, op string,
+	check func() *Fault, do func() (T, *Fault), write func(http.ResponseWriter, T, *Fault)) {
+	s.mu.Lock()
+	var body T
+	f := check()
+	if f == nil {
+		if ff, ok := s.fault(op); ok {
+			f = &ff
+		} else {
+			body, f = do()
+		}
+	}
+	status := http.StatusOK
+	if f != nil {
+		status = f.Status
+	}
+	s.record(r, op, region, status)
+	onCall := s.OnCall
+	s.mu.Unlock()
+	write(w, body, f)
+	if onCall != nil {
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		onCall(op, status)
 	}
 }
 

@@ -1,24 +1,42 @@
 package fakeaws
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
-// raw sends one request as a signed SDK client would, with service and
-// region in the SigV4 scope.
+// raw sends one request signed as an SDK client signs it (the SDK's own
+// signer), with service and region in the SigV4 scope; secret is the key's
+// secret, tamper changes the request after signing.
 func raw(t *testing.T, s *Server, service, region, contentType, target, body string) (int, string) {
 	t.Helper()
+	return rawSigned(t, s, s.SecretKey, service, region, contentType, target, body, nil)
+}
+
+func rawSigned(t *testing.T, s *Server, secret, service, region, contentType, target, body string, tamper func(*http.Request)) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/", strings.NewReader(body))
-	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+s.AccessKey+"/20260101/"+region+"/"+service+
-		"/aws4_request, SignedHeaders=host;x-amz-date, Signature="+strings.Repeat("0", 64))
-	req.Header.Set("X-Amz-Date", "20260101T000000Z")
 	req.Header.Set("Content-Type", contentType)
 	if target != "" {
 		req.Header.Set("X-Amz-Target", target)
+	}
+	sum := sha256.Sum256([]byte(body))
+	creds := aws.Credentials{AccessKeyID: s.AccessKey, SecretAccessKey: secret}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), service, region, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if tamper != nil {
+		tamper(req)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -29,10 +47,52 @@ func raw(t *testing.T, s *Server, service, region, contentType, target, body str
 	return resp.StatusCode, string(b)
 }
 
+// TestSignature: the fake recomputes every signature, as AWS does. A
+// request signed with the wrong secret, or changed after it was signed
+// (its body, a signed header), or whose scope names another region than
+// it was signed for, is refused; extra unsigned headers are not.
+func TestSignature(t *testing.T) {
+	s := New("AKIDTEST", "secret")
+	defer s.Close()
+	form := "application/x-www-form-urlencoded; charset=utf-8"
+	body := "Action=DescribeImages&Version=2016-11-15&Owner.1=self"
+	for _, tc := range []struct {
+		name   string
+		secret string
+		tamper func(*http.Request)
+		want   int
+	}{
+		{"signed", "secret", nil, 200},
+		{"unsigned header added", "secret", func(r *http.Request) { r.Header.Set("X-Unsigned", "1") }, 200},
+		{"wrong secret", "not-the-secret", nil, 403},
+		{"body changed", "secret", func(r *http.Request) {
+			b := strings.Replace(body, "self", "sel2", 1)
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader(b)), int64(len(b))
+		}, 403},
+		{"signed header changed", "secret", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 403},
+		{"scope changed", "secret", func(r *http.Request) {
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "/eu-west-1/", "/us-east-1/", 1))
+		}, 403},
+		{"date changed", "secret", func(r *http.Request) {
+			r.Header.Set("X-Amz-Date", time.Now().UTC().Add(time.Minute).Format("20060102T150405Z"))
+		}, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, resp := rawSigned(t, s, tc.secret, "ec2", "eu-west-1", form, "", body, tc.tamper)
+			if status != tc.want {
+				t.Errorf("status %d, want %d: %s", status, tc.want, resp)
+			}
+			if tc.want == 403 && !strings.Contains(resp, "Signature") && !strings.Contains(resp, "X-Amz-Date") {
+				t.Errorf("refusal does not say why: %s", resp)
+			}
+		})
+	}
+}
+
 // The fake refuses what AWS refuses: parameters an action does not have
 // and values of the wrong type, in each protocol it speaks.
 func TestStrictParameters(t *testing.T) {
-	s := New("AKIDTEST")
+	s := New("AKIDTEST", "secret")
 	defer s.Close()
 	lt := s.AddLaunchTemplate("eu-west-1", "web", "ami-0123456789abcdef0")
 	s.AddGroup("eu-west-1", "web", lt, "1", 2)

@@ -2,9 +2,7 @@ package fakeaws
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 )
@@ -232,57 +230,42 @@ const asNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 // serveAutoScaling answers the Auto Scaling Query API (awsquery: form
 // in, XML out, errors in an ErrorResponse document).
 func (s *Server) serveAutoScaling(w http.ResponseWriter, r *http.Request, region string) {
-	raw, err := io.ReadAll(r.Body)
+	p, err := queryParams(r)
 	if err != nil {
+		http.Error(w, "fakeaws: Auto Scaling requests are form POSTs: "+err.Error(), http.StatusBadRequest)
 		return
-	}
-	form, err := url.ParseQuery(string(raw))
-	if r.Method != http.MethodPost || err != nil {
-		http.Error(w, "fakeaws: Auto Scaling requests are form POSTs", http.StatusBadRequest)
-		return
-	}
-	p := map[string]string{}
-	for k, v := range form {
-		p[k] = v[0]
 	}
 	op := p["Action"]
-	s.mu.Lock()
-	var (
-		body string
-		f    *Fault
-	)
-	spec, known := autoscalingParams[op]
-	switch {
-	case p["Version"] != "2011-01-01":
-		f = &Fault{Status: 400, Code: "InvalidParameterValue", Message: "Version " + p["Version"]}
-	case !known:
-		f = &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
-	default:
-		if err := checkQuery(spec, p); err != nil {
-			f = &Fault{Status: 400, Code: "ValidationError", Message: err.Error()}
-		} else if ff, ok := s.fault(op); ok {
-			f = &ff
-		} else {
-			body, f = s.autoScalingOp(op, p, region)
+	check := func() *Fault {
+		spec, known := autoscalingParams[op]
+		switch {
+		case p["Version"] != "2011-01-01":
+			return &Fault{Status: 400, Code: "InvalidParameterValue", Message: "Version " + p["Version"]}
+		case !known:
+			return &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
 		}
+		if err := checkQuery(spec, p); err != nil {
+			return &Fault{Status: 400, Code: "ValidationError", Message: err.Error()}
+		}
+		return nil
 	}
-	status := 200
-	if f != nil {
-		status = f.Status
-	}
-	s.record(r, op, region, status)
-	onCall := s.OnCall
-	s.mu.Unlock()
-	defer afterCall(w, onCall, op, status)
-	w.Header().Set("Content-Type", "text/xml")
-	if f != nil {
-		w.WriteHeader(f.Status)
-		fmt.Fprintf(w, `<ErrorResponse xmlns="%s"><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>fake-request</RequestId></ErrorResponse>`,
-			asNS, esc(f.Code), esc(f.Message))
-		return
-	}
-	fmt.Fprintf(w, `<%sResponse xmlns="%s"><%sResult>%s</%sResult><ResponseMetadata><RequestId>fake-request</RequestId></ResponseMetadata></%sResponse>`,
-		op, asNS, op, body, op, op)
+	answer(s, w, r, region, op, check, func() (string, *Fault) { return s.autoScalingOp(op, p, region) },
+		func(w http.ResponseWriter, body string, f *Fault) {
+			w.Header().Set("Content-Type", "text/xml")
+			if f != nil {
+				queryError(w, asNS, *f)
+				return
+			}
+			fmt.Fprintf(w, `<%sResponse xmlns="%s"><%sResult>%s</%sResult><ResponseMetadata><RequestId>fake-request</RequestId></ResponseMetadata></%sResponse>`,
+				op, asNS, op, body, op, op)
+		})
+}
+
+// queryError writes an awsquery ErrorResponse document in namespace ns.
+func queryError(w http.ResponseWriter, ns string, f Fault) {
+	w.WriteHeader(f.Status)
+	fmt.Fprintf(w, `<ErrorResponse xmlns="%s"><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>fake-request</RequestId></ErrorResponse>`,
+		ns, esc(f.Code), esc(f.Message))
 }
 
 func active(status string) bool {

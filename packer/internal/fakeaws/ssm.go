@@ -62,30 +62,15 @@ func (s *Server) serveSSM(w http.ResponseWriter, r *http.Request, region string)
 	if err != nil {
 		return
 	}
-	s.mu.Lock()
-	var (
-		resp any
-		f    *Fault
-	)
-	if ff, ok := s.fault(op); ok {
-		f = &ff
-	} else {
-		resp, f = s.ssmOp(op, raw, region)
-	}
-	status := 200
-	if f != nil {
-		status = f.Status
-	}
-	s.record(r, op, region, status)
-	onCall := s.OnCall
-	s.mu.Unlock()
-	defer afterCall(w, onCall, op, status)
-	if f != nil {
-		ssmError(w, *f)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	json.NewEncoder(w).Encode(resp)
+	answer(s, w, r, region, op, func() *Fault { return nil }, func() (any, *Fault) { return s.ssmOp(op, raw, region) },
+		func(w http.ResponseWriter, resp any, f *Fault) {
+			if f != nil {
+				ssmError(w, *f)
+				return
+			}
+			w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+			json.NewEncoder(w).Encode(resp)
+		})
 }
 
 func strictJSON(raw []byte, v any) *Fault {

@@ -2,16 +2,14 @@ package fakeaws
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 )
 
 // session is a set of temporary credentials handed out by AssumeRole.
 type session struct {
-	token, RoleARN, SessionName, ExternalID string
+	token, secret, RoleARN, SessionName, ExternalID string
 }
 
 // AssumedRoles returns the roles assumed so far, by access key.
@@ -39,60 +37,50 @@ var (
 // hotpath or packer can be assumed; others are AccessDenied. The
 // credentials it returns are accepted by every other service of the fake.
 func (s *Server) serveSTS(w http.ResponseWriter, r *http.Request, region string) {
-	raw, _ := io.ReadAll(r.Body)
-	form, err := url.ParseQuery(string(raw))
-	if err != nil || r.Method != http.MethodPost {
-		http.Error(w, "fakeaws: STS requests are form POSTs", http.StatusBadRequest)
+	p, err := queryParams(r)
+	if err != nil {
+		http.Error(w, "fakeaws: STS requests are form POSTs: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	p := map[string]string{}
-	for k, v := range form {
-		p[k] = v[0]
-	}
-	s.mu.Lock()
-	var (
-		f    *Fault
-		body string
-	)
-	d, _ := strconv.Atoi(p["DurationSeconds"])
-	switch {
-	case p["Action"] != "AssumeRole" || p["Version"] != "2011-06-15":
-		f = &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported STS action " + p["Action"]}
-	default:
-		if err := checkQuery(stsParams, p); err != nil {
-			f = &Fault{Status: 400, Code: "ValidationError", Message: err.Error()}
+	check := func() *Fault {
+		d, _ := strconv.Atoi(p["DurationSeconds"])
+		if p["Action"] != "AssumeRole" || p["Version"] != "2011-06-15" {
+			return &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported STS action " + p["Action"]}
 		}
+		if err := checkQuery(stsParams, p); err != nil {
+			return &Fault{Status: 400, Code: "ValidationError", Message: err.Error()}
+		}
+		switch {
+		case !roleARNRE.MatchString(p["RoleArn"]):
+			return &Fault{Status: 400, Code: "ValidationError", Message: "RoleArn " + p["RoleArn"]}
+		case !sessionRE.MatchString(p["RoleSessionName"]):
+			return &Fault{Status: 400, Code: "ValidationError", Message: "RoleSessionName " + p["RoleSessionName"]}
+		case p["DurationSeconds"] != "" && (d < 900 || d > 43200):
+			return &Fault{Status: 400, Code: "ValidationError", Message: "DurationSeconds " + p["DurationSeconds"]}
+		}
+		return nil
 	}
-	switch {
-	case f != nil:
-	case !roleARNRE.MatchString(p["RoleArn"]):
-		f = &Fault{Status: 400, Code: "ValidationError", Message: "RoleArn " + p["RoleArn"]}
-	case !sessionRE.MatchString(p["RoleSessionName"]):
-		f = &Fault{Status: 400, Code: "ValidationError", Message: "RoleSessionName " + p["RoleSessionName"]}
-	case p["DurationSeconds"] != "" && (d < 900 || d > 43200):
-		f = &Fault{Status: 400, Code: "ValidationError", Message: "DurationSeconds " + p["DurationSeconds"]}
-	case !trustedRoles.MatchString(p["RoleArn"]):
-		f = &Fault{Status: 403, Code: "AccessDenied", Message: "not authorized to perform sts:AssumeRole on " + p["RoleArn"]}
-	default:
+	assume := func() (string, *Fault) {
+		if !trustedRoles.MatchString(p["RoleArn"]) {
+			return "", &Fault{Status: 403, Code: "AccessDenied", Message: "not authorized to perform sts:AssumeRole on " + p["RoleArn"]}
+		}
 		s.seq++
 		key := fmt.Sprintf("ASIAFAKE%012d", s.seq)
-		sess := session{token: fmt.Sprintf("token-%d", s.seq), RoleARN: p["RoleArn"], SessionName: p["RoleSessionName"], ExternalID: p["ExternalId"]}
+		sess := session{token: fmt.Sprintf("token-%d", s.seq), secret: fmt.Sprintf("secret-%d", s.seq),
+			RoleARN: p["RoleArn"], SessionName: p["RoleSessionName"], ExternalID: p["ExternalId"]}
 		s.sessions[key] = sess
-		body = fmt.Sprintf("<Credentials><AccessKeyId>%s</AccessKeyId><SecretAccessKey>secret</SecretAccessKey><SessionToken>%s</SessionToken>"+
+		return fmt.Sprintf("<Credentials><AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey><SessionToken>%s</SessionToken>"+
 			"<Expiration>2999-01-01T00:00:00Z</Expiration></Credentials><AssumedRoleUser><Arn>%s/%s</Arn><AssumedRoleId>AROAFAKE:%s</AssumedRoleId></AssumedRoleUser>",
-			key, sess.token, esc(p["RoleArn"]), esc(sess.SessionName), esc(sess.SessionName))
+			key, sess.secret, sess.token, esc(p["RoleArn"]), esc(sess.SessionName), esc(sess.SessionName)), nil
 	}
-	status := 200
-	if f != nil {
-		status = f.Status
-	}
-	s.record(r, "AssumeRole", region, status)
-	s.mu.Unlock()
-	w.Header().Set("Content-Type", "text/xml")
-	if f != nil {
-		w.WriteHeader(f.Status)
-		fmt.Fprintf(w, `<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>fake</RequestId></ErrorResponse>`, esc(f.Code), esc(f.Message))
-		return
-	}
-	fmt.Fprintf(w, `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleResult>%s</AssumeRoleResult><ResponseMetadata><RequestId>fake</RequestId></ResponseMetadata></AssumeRoleResponse>`, body)
+	answer(s, w, r, region, "AssumeRole", check, assume, func(w http.ResponseWriter, body string, f *Fault) {
+		w.Header().Set("Content-Type", "text/xml")
+		if f != nil {
+			queryError(w, stsNS, *f)
+			return
+		}
+		fmt.Fprintf(w, `<AssumeRoleResponse xmlns="%s"><AssumeRoleResult>%s</AssumeRoleResult><ResponseMetadata><RequestId>fake</RequestId></ResponseMetadata></AssumeRoleResponse>`, stsNS, body)
+	})
 }
+
+const stsNS = "https://sts.amazonaws.com/doc/2011-06-15/"

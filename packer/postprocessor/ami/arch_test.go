@@ -40,7 +40,7 @@ func TestPostProcessArm64(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fakeaws.New("AKIDPP")
+			f := fakeaws.New("AKIDPP", "secret")
 			defer f.Close()
 			path, _ := diskFile(t, 3*bs, []int{0, 2}, -1)
 			extra := map[string]interface{}{"ami_regions": []string{"us-east-1"}}
@@ -93,7 +93,7 @@ func TestPostProcessDefaultArchitecture(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fakeaws.New("AKIDPP")
+			f := fakeaws.New("AKIDPP", "secret")
 			defer f.Close()
 			path, _ := diskFile(t, 3*bs, []int{0}, -1)
 			if _, _, _, err := newPP(t, f, nil).PostProcess(context.Background(), new(uitest.UI), tc.in(path)); err != nil {
@@ -125,7 +125,7 @@ func TestPostProcessArchitectureMismatch(t *testing.T) {
 		{"listed manifest missing", "", "-", "the input artifact's manifest: open "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fakeaws.New("AKIDPP")
+			f := fakeaws.New("AKIDPP", "secret")
 			defer f.Close()
 			path, _ := diskFile(t, 3*bs, []int{0}, -1)
 			m := filepath.Join(filepath.Dir(path), "manifest.json")
@@ -153,7 +153,7 @@ func TestPostProcessArchitectureMismatch(t *testing.T) {
 
 // The manifest the builder's artifact names must be a hotpath manifest.
 func TestPostProcessForeignManifest(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	path, _ := diskFile(t, 3*bs, []int{0}, -1)
 	m := filepath.Join(t.TempDir(), "manifest.json")

@@ -119,7 +119,7 @@ func writeManifest(t *testing.T, dir, goarch string) string {
 }
 
 func TestPostProcess(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	size := int64(3*bs + 1000)
 	path, sum := diskFile(t, size, []int{0, 2, 3}, 1)
@@ -220,7 +220,7 @@ func TestPostProcess(t *testing.T) {
 }
 
 func TestPostProcessEncrypted(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	size := int64(6 * bs)
 	path, sum := diskFile(t, size, []int{0, 4}, 2)
@@ -249,7 +249,7 @@ func TestPostProcessEncrypted(t *testing.T) {
 // Throttling and server errors on every operation are retried and the
 // AMI still gets made.
 func TestPostProcessRetries(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	size := int64(8 * bs)
 	path, sum := diskFile(t, size, []int{0, 1, 2, 3, 4, 5, 6, 7}, -1)
@@ -308,7 +308,7 @@ func TestPostProcessFailureCleansUp(t *testing.T) {
 		{"ModifyImageAttribute", denied, []string{"us-east-1", "us-west-2"}, []string{"Deleted ami-", "Deregistered AMI ami-", "Deleted snapshot snap-"}},
 	} {
 		t.Run(tc.op, func(t *testing.T) {
-			f := fakeaws.New("AKIDPP")
+			f := fakeaws.New("AKIDPP", "secret")
 			defer f.Close()
 			path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
 			f.FailAlways(tc.op, tc.fault)
@@ -336,7 +336,7 @@ func TestPostProcessFailureCleansUp(t *testing.T) {
 
 // Cancelling mid-upload (Packer's Ctrl-C) deletes the snapshot.
 func TestPostProcessCancel(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	path, _ := diskFile(t, 8*bs, []int{0, 1, 2, 3, 4, 5, 6, 7}, -1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -356,7 +356,7 @@ func TestPostProcessCancel(t *testing.T) {
 }
 
 func TestPostProcessNoImage(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	pp := newPP(t, f, nil)
 	_, _, _, err := pp.PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{FilesValue: []string{"/x/manifest.json"}})
@@ -372,7 +372,7 @@ func TestPostProcessNoImage(t *testing.T) {
 // snapshot only once it is available) deletes the copy and the snapshot
 // EC2 made for it, and says "cancelled", not "context canceled".
 func TestPostProcessCancelPendingCopy(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	f.CopyPendingPolls = 1 << 20 // the copies never finish
 	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
@@ -410,7 +410,7 @@ func TestPostProcessCancelPendingCopy(t *testing.T) {
 // An AMI name already taken in any target region stops the run before
 // anything is uploaded.
 func TestPostProcessDuplicateNameEarly(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
 	// A first run takes the name in eu-west-1 and us-east-1.
@@ -432,7 +432,7 @@ func TestPostProcessDuplicateNameEarly(t *testing.T) {
 
 // Encrypted copies use their region's key from region_kms_key_ids.
 func TestPostProcessRegionKMSKeys(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
 	keys := map[string]string{
@@ -456,7 +456,7 @@ func TestPostProcessRegionKMSKeys(t *testing.T) {
 // A template written for the amazon plugin: its keys do what they do
 // there, checked on the fake's side.
 func TestPostProcessAmazonKeys(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
 	// An AMI of the same name exists in both regions; force_deregister
@@ -548,7 +548,7 @@ func TestPostProcessAmazonKeys(t *testing.T) {
 // no source image (the disk is no image id; its sha256 and the snapshot
 // are labels), each copy's source is that AMI.
 func TestRegistryMetadata(t *testing.T) {
-	f := fakeaws.New("AKIDPP")
+	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
 	in := &packersdk.MockArtifact{FilesValue: []string{path}, StateValues: map[string]interface{}{"disk_sha256": "d15c"}}

@@ -25,7 +25,7 @@ type fleet struct {
 }
 
 func newFleet(t *testing.T) *fleet {
-	f := fakeaws.New("AKIDRO")
+	f := fakeaws.New("AKIDRO", "secret")
 	t.Cleanup(f.Close)
 	fl := &fleet{f: f, old: f.AddImage("eu-west-1", "hotpath 1"), new: f.AddImage("eu-west-1", "hotpath 2")}
 	fl.lt = f.AddLaunchTemplate("eu-west-1", "hotpath", fl.old)
@@ -38,7 +38,7 @@ func newFleet(t *testing.T) *fleet {
 func (fl *fleet) pp(t *testing.T, extra map[string]interface{}) *PostProcessor {
 	t.Helper()
 	raw := map[string]interface{}{
-		"region": "eu-west-1", "access_key": fl.f.AccessKey, "secret_key": "s",
+		"region": "eu-west-1", "access_key": fl.f.AccessKey, "secret_key": fl.f.SecretKey,
 		"custom_endpoint_ec2": fl.f.URL, "custom_endpoint_ssm": fl.f.URL, "custom_endpoint_autoscaling": fl.f.URL,
 		"ssm_parameter": param,
 		"target": []map[string]interface{}{{
