@@ -230,16 +230,12 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 			return 0, ErrHeaderName
 		}
 		name := line[:colon]
-		for _, c := range name {
-			if !isTchar(c) {
-				return 0, ErrHeaderName
-			}
+		if !isToken(name) {
+			return 0, ErrHeaderName
 		}
 		value := trimOWS(line[colon+1:])
-		for _, c := range value {
-			if !fieldByte[c] {
-				return 0, ErrHeaderValue
-			}
+		if !isFieldValue(value) {
+			return 0, ErrHeaderValue
 		}
 		if r.NumHeaders == MaxHeaders {
 			return 0, ErrTooManyHeaders
@@ -355,10 +351,8 @@ func (r *Request) parseRequestLine(line []byte) error {
 		return ErrRequestLine
 	}
 	r.Method = line[:sp]
-	for _, c := range r.Method {
-		if !isTchar(c) {
-			return ErrMethod
-		}
+	if !isToken(r.Method) {
+		return ErrMethod
 	}
 	rest := line[sp+1:]
 	sp = bytes.IndexByte(rest, ' ')
@@ -577,13 +571,8 @@ func chunkSize(line []byte) (int64, error) {
 		return 0, ErrChunkSize
 	}
 	if ext := trimOWS(line[i:]); len(ext) > 0 {
-		if ext[0] != ';' {
+		if ext[0] != ';' || !isFieldValue(ext) {
 			return 0, ErrChunkSize
-		}
-		for _, c := range ext {
-			if !fieldByte[c] {
-				return 0, ErrChunkSize
-			}
 		}
 	}
 	return size, nil
@@ -595,18 +584,8 @@ func chunkSize(line []byte) (int64, error) {
 // a proxy in front may not ignore it, so what it cannot parse is refused.
 func trailerField(line []byte) error {
 	colon := bytes.IndexByte(line, ':')
-	if colon <= 0 {
+	if colon <= 0 || !isToken(line[:colon]) || !isFieldValue(line[colon+1:]) {
 		return ErrTrailer
-	}
-	for _, c := range line[:colon] {
-		if !isTchar(c) {
-			return ErrTrailer
-		}
-	}
-	for _, c := range line[colon+1:] {
-		if !fieldByte[c] {
-			return ErrTrailer
-		}
 	}
 	return nil
 }
@@ -694,6 +673,29 @@ var tchar = func() (t [256]bool) {
 
 func isTchar(c byte) bool { return tchar[c] }
 
+// isToken reports whether every byte of s is a tchar: the check of a
+// method, a field name, a trailer name, in the parser and for what a
+// handler adds to a response alike.
+func isToken[T ~string | ~[]byte](s T) bool {
+	for i := range len(s) {
+		if !tchar[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// isFieldValue reports whether every byte of s may be in a field value
+// (fieldByte).
+func isFieldValue[T ~string | ~[]byte](s T) bool {
+	for i := range len(s) {
+		if !fieldByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
 // fieldByte[c] is true for the bytes a field value (or a chunk extension)
 // may hold: anything but control characters other than HTAB (RFC 9110
 // 5.5; obs-text is allowed). One lookup per byte: this check runs over
@@ -745,15 +747,7 @@ func hasPrefixFold(b []byte, s string) bool {
 // ValidFieldName reports whether s can be a header field name: a
 // non-empty token (RFC 9110 5.1).
 func ValidFieldName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := range len(s) {
-		if !isTchar(s[i]) {
-			return false
-		}
-	}
-	return true
+	return s != "" && isToken(s)
 }
 
 // ValidFieldValue reports whether s can be a header field value: no
@@ -761,10 +755,5 @@ func ValidFieldName(s string) bool {
 // value written into a response would end the header early: response
 // splitting.
 func ValidFieldValue(s string) bool {
-	for i := range len(s) {
-		if !fieldByte[s[i]] {
-			return false
-		}
-	}
-	return true
+	return isFieldValue(s)
 }

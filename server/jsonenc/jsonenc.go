@@ -226,22 +226,17 @@ func AppendString(dst []byte, s string) []byte {
 	return appendString(dst, s)
 }
 
-// safe[c] is true for ASCII bytes that need no escaping.
-var safe = func() (t [utf8.RuneSelf]bool) {
+// plain[c] is true for the bytes that need no escaping and start no
+// multi-byte UTF-8 sequence: ASCII from space on, but for " \ < > &. A
+// string made only of them is copied as it is. Indexed by a byte, the
+// 256-entry table needs no bounds check.
+var plain = func() (t [256]bool) {
 	for c := ' '; c < utf8.RuneSelf; c++ {
 		t[c] = true
 	}
 	for _, c := range `"\<>&` {
 		t[c] = false
 	}
-	return t
-}()
-
-// plain[c] is true for bytes that need no escaping and start no multi-byte
-// UTF-8 sequence: a string made only of them is copied as it is. Indexed
-// by a byte, the 256-entry table needs no bounds check.
-var plain = func() (t [256]bool) {
-	copy(t[:], safe[:])
 	return t
 }()
 
@@ -265,7 +260,7 @@ func appendString[S string | []byte](dst []byte, s S) []byte {
 	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if safe[c] {
+			if plain[c] {
 				i++
 				continue
 			}
