@@ -102,8 +102,6 @@ type Config struct {
 	// KVM, max under TCG; max has RDRAND, qemu64 has none: a guest whose
 	// CRNG must seed itself from jitter and interrupts).
 	CPUModel string
-	// VirtioRNG adds a virtio-rng device fed from the host's /dev/urandom.
-	VirtioRNG bool
 	// Queues is the number of virtio-net queue pairs; 0 means one per vCPU.
 	Queues int
 	// AllowReboot lets a guest that reboots (a panic with panic=N) boot
@@ -185,10 +183,6 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	}
 	args = append(args, "-cpu", cpu)
 	args = append(args, m.Devices...)
-	if cfg.VirtioRNG {
-		args = append(args, "-object", "rng-random,id=rng0,filename=/dev/urandom",
-			"-device", "virtio-rng-pci,rng=rng0")
-	}
 	if cfg.Disk != "" {
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.OVMFCode,

@@ -129,9 +129,9 @@ func TestArgsOptions(t *testing.T) {
 	}{
 		{Config{Accel: "tcg"}, []string{"-cpu max", "-no-reboot"}, []string{"virtio-rng", "qemu64"}},
 		{Config{Accel: "kvm"}, []string{"-cpu host"}, nil},
-		{Config{Accel: "tcg", CPUModel: "qemu64", VirtioRNG: true, AllowReboot: true},
-			[]string{"-cpu qemu64", "rng-random,id=rng0,filename=/dev/urandom", "virtio-rng-pci,rng=rng0"},
-			[]string{"-no-reboot", "-cpu max"}},
+		{Config{Accel: "tcg", CPUModel: "qemu64", AllowReboot: true},
+			[]string{"-cpu qemu64"}, []string{"-no-reboot", "-cpu max", "virtio-rng"}},
+		{Config{Accel: "tcg", Arch: "arm64"}, []string{"-cpu neoverse-n1", "virtio-rng-pci"}, []string{"-cpu max"}},
 		{Config{Accel: "tcg", CPUs: 4, Queues: 2, Netns: &Netns{Name: "x"}, Tap: "tap0"},
 			[]string{"queues=2,vhost=off", "vectors=6,"}, []string{"queues=4"}},
 	} {
