@@ -320,23 +320,25 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	case c.SnapshotTimeout < 10*time.Minute || c.SnapshotTimeout > 72*time.Hour:
 		add("snapshot_timeout %s is outside 10m..72h", c.SnapshotTimeout)
 	}
-	switch {
-	case c.WaitTimeout == 0:
-		c.WaitTimeout = DefaultWaitTimeout
-	case c.WaitTimeout < 0:
-		add("wait_timeout must be positive")
-	}
-	switch {
-	case c.PollInterval == 0:
-		c.PollInterval = DefaultPollInterval
-	case c.PollInterval < 0:
-		add("poll_interval must be positive")
-	}
+	CheckDuration(&c.WaitTimeout, DefaultWaitTimeout, "wait_timeout", add)
+	CheckDuration(&c.PollInterval, DefaultPollInterval, "poll_interval", add)
 
 	if errs != nil && len(errs.Errors) > 0 {
 		return warnings, errs
 	}
 	return warnings, nil
+}
+
+// CheckDuration sets an unset duration (*d == 0) to def and reports a
+// negative one as key's problem: the waits and poll intervals of the
+// post-processors.
+func CheckDuration(d *time.Duration, def time.Duration, key string, add func(format string, args ...any)) {
+	switch {
+	case *d == 0:
+		*d = def
+	case *d < 0:
+		add("%s must be positive", key)
+	}
 }
 
 // errNoImage is returned when neither image_path nor the artifact names a

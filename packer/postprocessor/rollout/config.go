@@ -219,18 +219,8 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	} else if !slices.Contains([]string{"rollback", "cancel"}, c.OnFailure) {
 		add("on_failure %q is neither rollback nor cancel", c.OnFailure)
 	}
-	switch {
-	case c.RefreshTimeout == 0:
-		c.RefreshTimeout = DefaultRefreshTimeout
-	case c.RefreshTimeout < 0:
-		add("refresh_timeout must be positive")
-	}
-	switch {
-	case c.PollInterval == 0:
-		c.PollInterval = DefaultPollInterval
-	case c.PollInterval < 0:
-		add("poll_interval must be positive")
-	}
+	ami.CheckDuration(&c.RefreshTimeout, DefaultRefreshTimeout, "refresh_timeout", add)
+	ami.CheckDuration(&c.PollInterval, DefaultPollInterval, "poll_interval", add)
 	if errs != nil && len(errs.Errors) > 0 {
 		return warnings, errs
 	}
