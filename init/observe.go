@@ -123,7 +123,10 @@ func (o *observer) supervise(s *supervise.Supervisor) {
 // Snapshot implements metrics.Workload: the supervisor's state, or a
 // workload not started yet.
 func (o *observer) Snapshot() metrics.WorkloadState {
-	s := o.sup.Load()
+	var s *supervise.Supervisor
+	if o != nil {
+		s = o.sup.Load()
+	}
 	if s == nil {
 		return metrics.WorkloadState{State: supervise.StateDown}
 	}

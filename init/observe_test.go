@@ -76,8 +76,9 @@ func TestWorkloadState(t *testing.T) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
 		}
 	}
-	var o observer
-	if s := o.Snapshot(); s.Running || s.State != supervise.StateDown {
-		t.Errorf("before the supervisor: %+v", s)
+	for _, o := range []*observer{{}, nil} {
+		if s := o.Snapshot(); s.Running || s.State != supervise.StateDown {
+			t.Errorf("before the supervisor (observer %p): %+v", o, s)
+		}
 	}
 }
