@@ -53,19 +53,7 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 		return
 	}
 	op := p["Action"]
-	check := func() *Fault {
-		spec, known := ec2Params[op]
-		switch {
-		case p["Version"] != "2016-11-15":
-			return badParam("Version %q", p["Version"])
-		case !known:
-			return &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
-		}
-		if err := checkQuery(spec, p); err != nil {
-			return &Fault{Status: 400, Code: "UnknownParameter", Message: err.Error()}
-		}
-		return nil
-	}
+	check := func() *Fault { return checkAction(p, "2016-11-15", ec2Params, "UnknownParameter") }
 	answer(s, w, r, region, op, check, func() (string, *Fault) { return s.ec2Op(op, p, region) },
 		func(w http.ResponseWriter, body string, f *Fault) {
 			if f != nil {

@@ -236,19 +236,7 @@ func (s *Server) serveAutoScaling(w http.ResponseWriter, r *http.Request, region
 		return
 	}
 	op := p["Action"]
-	check := func() *Fault {
-		spec, known := autoscalingParams[op]
-		switch {
-		case p["Version"] != "2011-01-01":
-			return &Fault{Status: 400, Code: "InvalidParameterValue", Message: "Version " + p["Version"]}
-		case !known:
-			return &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
-		}
-		if err := checkQuery(spec, p); err != nil {
-			return &Fault{Status: 400, Code: "ValidationError", Message: err.Error()}
-		}
-		return nil
-	}
+	check := func() *Fault { return checkAction(p, "2011-01-01", autoscalingParams, "ValidationError") }
 	answer(s, w, r, region, op, check, func() (string, *Fault) { return s.autoScalingOp(op, p, region) },
 		func(w http.ResponseWriter, body string, f *Fault) {
 			w.Header().Set("Content-Type", "text/xml")

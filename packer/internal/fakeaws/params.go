@@ -114,6 +114,23 @@ func specRE(key string) *regexp.Regexp {
 
 // checkQuery refuses parameters an action does not have and values of the
 // wrong type. p holds the request without Action and Version.
+// checkAction checks an awsquery request: the API version, an Action the
+// fake has, and its parameters (checkQuery), whose problems the service
+// reports with code.
+func checkAction(p map[string]string, version string, actions map[string]querySpec, code string) *Fault {
+	spec, known := actions[p["Action"]]
+	switch {
+	case p["Version"] != version:
+		return &Fault{Status: 400, Code: "InvalidParameterValue", Message: fmt.Sprintf("Version %q", p["Version"])}
+	case !known:
+		return &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + p["Action"]}
+	}
+	if err := checkQuery(spec, p); err != nil {
+		return &Fault{Status: 400, Code: code, Message: err.Error()}
+	}
+	return nil
+}
+
 func checkQuery(spec querySpec, p map[string]string) error {
 	for k, v := range p {
 		if k == "Action" || k == "Version" {
