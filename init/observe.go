@@ -137,7 +137,8 @@ func (o *observer) Snapshot() metrics.WorkloadState {
 // see it at now.
 func workloadState(st supervise.State, now time.Time) metrics.WorkloadState {
 	w := metrics.WorkloadState{State: st.State, Running: st.PID != 0, PID: st.PID, Started: st.Started,
-		Starts: st.Starts, Restarts: st.Restarts, CrashLoop: st.CrashLoop, Stopping: st.Stopping}
+		Starts: st.Starts, Restarts: st.Restarts, Exits: st.Exits, Unresponsive: st.Unresponsive,
+		CrashLoop: st.CrashLoop, Stopping: st.Stopping}
 	if w.Running {
 		w.Ready, w.Uptime = st.Ready, now.Sub(st.Started)
 	}

@@ -65,8 +65,8 @@ func TestWorkloadState(t *testing.T) {
 	}{
 		{"ready", supervise.State{State: supervise.StateReady, PID: 2, Ready: true, Starts: 1, Started: t0},
 			metrics.WorkloadState{State: "ready", Running: true, Ready: true, PID: 2, Starts: 1, Started: t0, Uptime: 5 * time.Second}},
-		{"probe failing", supervise.State{State: supervise.StateRunning, PID: 2, Starts: 1, Started: t0},
-			metrics.WorkloadState{State: "running", Running: true, PID: 2, Starts: 1, Started: t0, Uptime: 5 * time.Second}},
+		{"probe failing", supervise.State{State: supervise.StateRunning, PID: 2, Starts: 2, Restarts: 1, Exits: 1, Unresponsive: 1, Started: t0},
+			metrics.WorkloadState{State: "running", Running: true, PID: 2, Starts: 2, Restarts: 1, Exits: 1, Unresponsive: 1, Started: t0, Uptime: 5 * time.Second}},
 		{"down", supervise.State{State: supervise.StateCrashLoop, Ready: true, Starts: 3, Restarts: 2, CrashLoop: true, Started: t0},
 			metrics.WorkloadState{State: "crash-loop", Starts: 3, Restarts: 2, CrashLoop: true, Started: t0}},
 		{"stopping", supervise.State{State: supervise.StateReady, PID: 2, Ready: true, Stopping: true, Started: t0},

@@ -368,7 +368,7 @@ func TestWorkloadMetrics(t *testing.T) {
 		{"starting", WorkloadState{State: "starting", Running: true, PID: 2, Starts: 1, Uptime: 3 * time.Second}, 1, 0, 1, 0, 3, 0},
 		{"ready", WorkloadState{State: "ready", Running: true, Ready: true, PID: 2, Starts: 1, Uptime: 5 * time.Second}, 1, 1, 1, 0, 5, 0},
 		{"probe failing", WorkloadState{State: "running", Running: true, PID: 2, Starts: 1, Uptime: 9 * time.Second}, 1, 0, 1, 0, 9, 0},
-		{"crash loop", WorkloadState{State: "crash-loop", Starts: 4, Restarts: 3, CrashLoop: true}, 0, 0, 4, 3, 0, 1},
+		{"crash loop", WorkloadState{State: "crash-loop", Starts: 4, Restarts: 3, Exits: 4, Unresponsive: 1, CrashLoop: true}, 0, 0, 4, 3, 0, 1},
 		{"stale ready", WorkloadState{State: "down", Ready: true, Starts: 1}, 0, 0, 1, 0, 0, 0},
 	} {
 		reg := NewRegistry(Options{Workload: WorkloadFunc(func() WorkloadState { return c.st })})
@@ -379,6 +379,9 @@ func TestWorkloadMetrics(t *testing.T) {
 			if v := value(t, fams, name); v != want {
 				t.Errorf("%s: %s = %v, want %v", c.name, name, v, want)
 			}
+		}
+		if e, u := value(t, fams, "hotpath_workload_exits_total"), value(t, fams, "hotpath_workload_unresponsive_total"); e != float64(c.st.Exits) || u != float64(c.st.Unresponsive) {
+			t.Errorf("%s: exits %v, unresponsive %v; want %d, %d", c.name, e, u, c.st.Exits, c.st.Unresponsive)
 		}
 	}
 }

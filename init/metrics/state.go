@@ -9,16 +9,19 @@ import (
 
 // WorkloadState is the workload as the supervisor sees it.
 type WorkloadState struct {
-	State     string        // the supervisor's word for it: starting, ready, running, down, crash-loop
-	Running   bool          // a workload process exists
-	Ready     bool          // it accepted a connection since it started and answers the liveness probe
-	PID       int           // of the running process, 0 if none
-	Started   time.Time     // when the running (or last) process started
-	Uptime    time.Duration // since Started while Running, else 0
-	Starts    int           // processes started so far
-	Restarts  int           // restarts scheduled after an exit
-	CrashLoop bool          // a crash loop was reported and the workload has not been ready since
-	Stopping  bool          // shutdown began
+	State    string        // the supervisor's word for it: starting, ready, running, down, crash-loop
+	Running  bool          // a workload process exists
+	Ready    bool          // it accepted a connection since it started and answers the liveness probe
+	PID      int           // of the running process, 0 if none
+	Started  time.Time     // when the running (or last) process started
+	Uptime   time.Duration // since Started while Running, else 0
+	Starts   int           // processes started so far
+	Restarts int           // restarts scheduled after an exit
+	Exits    int           // processes that exited, killed or not
+	// Unresponsive counts the processes the liveness probe had killed.
+	Unresponsive int
+	CrashLoop    bool // a crash loop was reported and the workload has not been ready since
+	Stopping     bool // shutdown began
 }
 
 // Workload reports the workload's state; /healthz and the workload
@@ -43,6 +46,10 @@ var (
 		"Workload processes started.", nil, nil)
 	workloadRestarts = prometheus.NewDesc(Namespace+"_workload_restarts_total",
 		"Restarts of the workload after it exited.", nil, nil)
+	workloadExits = prometheus.NewDesc(Namespace+"_workload_exits_total",
+		"Workload processes that exited (a crash, an exit, or a kill by the liveness probe).", nil, nil)
+	workloadUnresponsive = prometheus.NewDesc(Namespace+"_workload_unresponsive_total",
+		"Workload processes killed because they stopped answering the liveness probe.", nil, nil)
 	workloadUptime = prometheus.NewDesc(Namespace+"_workload_uptime_seconds",
 		"Seconds since the running workload process started; 0 while none runs.", nil, nil)
 	workloadCrashLoop = prometheus.NewDesc(Namespace+"_workload_crash_loop",
@@ -68,6 +75,8 @@ func (c *workload) collect(ch chan<- prometheus.Metric) error {
 	ch <- prometheus.MustNewConstMetric(workloadReady, prometheus.GaugeValue, b2f(s.Running && s.Ready))
 	ch <- prometheus.MustNewConstMetric(workloadStarts, prometheus.CounterValue, float64(s.Starts))
 	ch <- prometheus.MustNewConstMetric(workloadRestarts, prometheus.CounterValue, float64(s.Restarts))
+	ch <- prometheus.MustNewConstMetric(workloadExits, prometheus.CounterValue, float64(s.Exits))
+	ch <- prometheus.MustNewConstMetric(workloadUnresponsive, prometheus.CounterValue, float64(s.Unresponsive))
 	ch <- prometheus.MustNewConstMetric(workloadUptime, prometheus.GaugeValue, up)
 	ch <- prometheus.MustNewConstMetric(workloadCrashLoop, prometheus.GaugeValue, b2f(s.CrashLoop))
 	return nil

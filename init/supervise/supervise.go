@@ -112,15 +112,17 @@ const (
 // liveness probe found (Ready false, State running), which no event line
 // carries.
 type State struct {
-	State     string
-	PID       int
-	Starts    int       // processes started
-	Restarts  int       // starts after the first
-	Started   time.Time // of the current (or last) process, from Clock
-	Ready     bool      // the current process accepts connections (and answers the liveness probe)
-	Exits     int       // exits in total
-	CrashLoop bool      // a crash loop was reported and no process has been ready since
-	Stopping  bool      // Stop was called: the workload is being (or has been) shut down
+	State    string
+	PID      int
+	Starts   int       // processes started
+	Restarts int       // starts after the first
+	Started  time.Time // of the current (or last) process, from Clock
+	Ready    bool      // the current process accepts connections (and answers the liveness probe)
+	Exits    int       // exits in total
+	// Unresponsive counts the processes the liveness probe had killed.
+	Unresponsive int
+	CrashLoop    bool // a crash loop was reported and no process has been ready since
+	Stopping     bool // Stop was called: the workload is being (or has been) shut down
 }
 
 // Supervisor supervises one workload.
@@ -527,6 +529,7 @@ func (s *Supervisor) live(ctx context.Context, pid int, addr string) {
 		s.logf("workload pid %d: liveness probe %d/%d failed: %v", pid, fails, l.Failures, err)
 		s.setStateOf(pid, StateRunning, false)
 		if fails >= l.Failures {
+			s.setState(func(st *State) { st.Unresponsive++ })
 			s.event(report.Event{Kind: report.EventUnresponsive, PID: pid,
 				Detail: fmt.Sprintf("%d liveness probes failed, last: %v; SIGKILL", fails, err)})
 			signalGroup(pid, unix.SIGKILL)

@@ -627,6 +627,10 @@ func TestLivenessRestartsHungWorkload(t *testing.T) {
 	if ex := rec.next(t, report.EventExit); ex.PID != first.PID || ex.Detail != "signal: killed" {
 		t.Errorf("exit %+v, want pid %d killed", ex, first.PID)
 	}
+	rec.next(t, report.EventRestart) // the exit is counted before the restart is scheduled
+	if st := s.Snapshot(); st.Unresponsive != 1 || st.Exits != 1 {
+		t.Errorf("after the kill: %+v, want 1 unresponsive, 1 exit", st)
+	}
 	clk.Advance(clk.waitTimer(t))
 	if again := rec.next(t, report.EventReady); again.PID == first.PID {
 		t.Errorf("not restarted: %+v", again)

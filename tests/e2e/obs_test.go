@@ -310,7 +310,7 @@ func (o *obsGuest) scrapeCost(t *testing.T) {
 // checkRestart makes the workload exit and watches /healthz and the
 // metrics through the restart.
 func (o *obsGuest) checkRestart(ctx context.Context, t *testing.T) {
-	o.checkRecovery(ctx, t, "/exit", "not running", report.EventRestart)
+	o.checkRecovery(ctx, t, "/exit", "not running", report.EventRestart, 0)
 }
 
 // checkHang stops the workload (SIGSTOP: its port still completes
@@ -318,16 +318,21 @@ func (o *obsGuest) checkRestart(ctx context.Context, t *testing.T) {
 // probe: 503 "not ready" while the process still exists, the unresponsive
 // event on the console, then 200 from the restarted workload.
 func (o *obsGuest) checkHang(ctx context.Context, t *testing.T) {
-	o.checkRecovery(ctx, t, "/stop", "not ready (running)", report.EventUnresponsive)
+	o.checkRecovery(ctx, t, "/stop", "not ready (running)", report.EventUnresponsive, 1)
 }
 
 // checkRecovery asks the workload for path, then waits for /healthz to
 // answer 503 with down in its body, for the event on the console, and for
 // /healthz to answer 200 again from a workload that serves; the restart
-// counter must have moved by exactly one.
-func (o *obsGuest) checkRecovery(ctx context.Context, t *testing.T, path, down, event string) {
-	restarts := func() float64 { return total(sum(o.scrape(t), "hotpath_workload_restarts_total", "")) }
-	before := restarts()
+// and exit counters must have moved by exactly one, the liveness kills by
+// kills.
+func (o *obsGuest) checkRecovery(ctx context.Context, t *testing.T, path, down, event string, kills float64) {
+	counters := func() (restarts, exits, unresponsive float64) {
+		fams := o.scrape(t)
+		return total(sum(fams, "hotpath_workload_restarts_total", "")), total(sum(fams, "hotpath_workload_exits_total", "")),
+			total(sum(fams, "hotpath_workload_unresponsive_total", ""))
+	}
+	r0, e0, u0 := counters()
 	mark := o.Console.Len()
 	resp, err := o.client.Get("http://" + net.JoinHostPort(o.Addr, o.port) + path)
 	if err != nil {
@@ -362,8 +367,9 @@ func (o *obsGuest) checkRecovery(ctx context.Context, t *testing.T, path, down, 
 	if err := CheckGet(ctx, o.dial, Expect{"/json", "application/json", JSON.Body}); err != nil {
 		t.Errorf("/healthz is 200 but the workload does not serve: %v", err)
 	}
-	if after := restarts(); after != before+1 {
-		t.Errorf("restart counter %v -> %v after one %s", before, after, path)
+	if r1, e1, u1 := counters(); r1 != r0+1 || e1 != e0+1 || u1 != u0+kills {
+		t.Errorf("after one %s: restarts %v -> %v, exits %v -> %v, unresponsive %v -> %v (want +1, +1, +%v)",
+			path, r0, r1, e0, e1, u0, u1, kills)
 	}
 }
 
