@@ -148,6 +148,8 @@ func (l *Log) line(n int, line string) {
 		switch {
 		case ev.Kind == report.EventCrashLoop:
 			l.Problems = append(l.Problems, Problem{n, fmt.Sprintf("workload crash loop: %d exits within the window (last: %s)", ev.Exits, ev.Detail)})
+		case ev.Kind == report.EventUnresponsive:
+			l.Problems = append(l.Problems, Problem{n, fmt.Sprintf("workload pid %d stopped answering the liveness probe: %s", ev.PID, ev.Detail)})
 		case ev.Kind == report.EventExit && ev.Detail != "exit status 0" && !l.stopping():
 			l.Problems = append(l.Problems, Problem{n, fmt.Sprintf("workload pid %d exited: %s", ev.PID, ev.Detail)})
 		}
@@ -175,7 +177,9 @@ func (l *Log) line(n int, line string) {
 			l.Problems = append(l.Problems, Problem{n, "init: " + msg})
 		case strings.HasPrefix(msg, "UNKNOWN configuration keys"):
 			l.Problems = append(l.Problems, Problem{n, "init: " + msg})
-		case strings.HasPrefix(msg, "init in fallback mode"):
+		case strings.HasPrefix(msg, "init in fallback mode"),
+			strings.HasPrefix(msg, "NOT READY"),
+			strings.HasPrefix(msg, "user-data REJECTED"):
 			l.Problems = append(l.Problems, Problem{n, "init: " + msg})
 		}
 		return

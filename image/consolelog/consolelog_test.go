@@ -165,3 +165,28 @@ func TestLastBoot(t *testing.T) {
 		t.Errorf("problems %+v", l.Problems)
 	}
 }
+
+// TestProblemLines: what a console line says went wrong, or nothing.
+func TestProblemLines(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`HOTPATH-EVENT {"kind":"workload-unresponsive","ms":9,"pid":57,"detail":"5 liveness probes failed, last: timeout; SIGKILL"}`,
+			"workload pid 57 stopped answering the liveness probe: 5 liveness probes failed"},
+		{`HOTPATH-EVENT {"kind":"workload-exit","ms":9,"pid":57,"detail":"signal: killed"}`, "workload pid 57 exited: signal: killed"},
+		{"hotpath-init: NOT READY: workload did not accept on 127.0.0.1:8080 within 30s", "init: NOT READY: workload did not accept"},
+		{"hotpath-init: user-data REJECTED (bad lines): line 1: unknown key", "init: user-data REJECTED"},
+		{"hotpath-init: PANIC in reaper: boom", "init: PANIC in reaper"},
+		{"hotpath-init: ready in 1950 ms after kernel start", ""},
+		{`HOTPATH-EVENT {"kind":"workload-ready","ms":9,"pid":57}`, ""},
+	} {
+		l := parse(t, tc.line+"\n")
+		var got string
+		for _, p := range l.Problems {
+			if !strings.HasPrefix(p.What, "no boot report") {
+				got = p.What
+			}
+		}
+		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.line, got, tc.want)
+		}
+	}
+}
