@@ -102,64 +102,116 @@ type node struct {
 // writing blocks of zeros and keep a sparse file sparse (the caller is
 // expected to write into zeroed, e.g. freshly truncated, storage).
 func Write(w io.WriterAt, off int64, files []File, o Options) (*Layout, error) {
-	if o.Size <= 0 || o.Size%sectorSize != 0 {
-		return nil, fmt.Errorf("fat: size %d is not a positive multiple of %d", o.Size, sectorSize)
+	label, err := volumeLabel(o.Label)
+	if err != nil {
+		return nil, err
 	}
-	label := o.Label
-	if label == "" {
-		label = "NO NAME"
+	g, err := geometryOf(o.Size)
+	if err != nil {
+		return nil, err
 	}
-	if len(label) > 11 || !validChars(strings.ReplaceAll(label, " ", "_")) {
-		return nil, fmt.Errorf("fat: bad volume label %q", label)
-	}
-
-	// Cluster size as mkfs.fat and Microsoft's format choose it.
-	var spc uint32
-	switch {
-	case o.Size <= 260<<20:
-		spc = 1
-	case o.Size <= 8<<30:
-		spc = 8
-	case o.Size <= 16<<30:
-		spc = 16
-	case o.Size <= 32<<30:
-		spc = 32
-	default:
-		return nil, fmt.Errorf("fat: size %d above 32 GiB is not supported", o.Size)
-	}
-	total := uint32(o.Size / sectorSize)
-	// Smallest FAT that maps every cluster: each FAT sector holds 128 entries,
-	// the first two of which are reserved.
-	var fatSz uint32 = 1
-	var clusters uint32
-	for {
-		if reservedSectors+numFATs*fatSz >= total {
-			return nil, fmt.Errorf("fat: size %d too small", o.Size)
-		}
-		clusters = (total - reservedSectors - numFATs*fatSz) / spc
-		need := (clusters + 2 + 127) / 128
-		if need <= fatSz {
-			break
-		}
-		fatSz = need
-	}
-	if clusters < minClusters || clusters > maxClusters {
-		return nil, fmt.Errorf("fat: size %d gives %d clusters; FAT32 needs %d..%d", o.Size, clusters, minClusters, maxClusters)
-	}
-	clusterBytes := int64(spc) * sectorSize
-	fatStart := int64(reservedSectors) * sectorSize
-	dataStart := fatStart + int64(numFATs)*int64(fatSz)*sectorSize
-
 	root, err := tree(files)
 	if err != nil {
 		return nil, err
 	}
-	hasLabel := label != "NO NAME"
+	a := allocate(root, label != noLabel, g.clusterBytes())
+	if a.used() > g.clusters {
+		return nil, fmt.Errorf("fat: files need %d clusters, the volume has %d", a.used(), g.clusters)
+	}
+	v := &volume{w: w, off: off, g: g, o: o, label: label}
+	for _, write := range []func(allocation) error{v.writeBootSectors, v.writeFATs, v.writeDirectories} {
+		if err := write(a); err != nil {
+			return nil, err
+		}
+	}
+	return v.writeFiles(a)
+}
 
-	// Allocate: directories first (the root is cluster 2, as the spec
-	// recommends), then file data, each contiguous, in sorted tree order.
-	next := uint32(rootCluster)
-	alloc := func(bytes int64, minOne bool) (uint32, uint32) {
+// noLabel is the label of a volume that has none, as FAT drivers show it.
+const noLabel = "NO NAME"
+
+// volumeLabel checks o.Label, or gives noLabel for an empty one.
+func volumeLabel(label string) (string, error) {
+	if label == "" {
+		return noLabel, nil
+	}
+	if len(label) > 11 || !validChars(strings.ReplaceAll(label, " ", "_")) {
+		return "", fmt.Errorf("fat: bad volume label %q", label)
+	}
+	return label, nil
+}
+
+// geometry is the shape of a volume of a given size.
+type geometry struct {
+	spc      uint32 // sectors per cluster
+	total    uint32 // sectors
+	fatSz    uint32 // sectors per FAT
+	clusters uint32 // data clusters
+}
+
+// geometryOf chooses the cluster size as mkfs.fat and Microsoft's format
+// do, and the smallest FAT that maps every cluster.
+func geometryOf(size int64) (geometry, error) {
+	if size <= 0 || size%sectorSize != 0 {
+		return geometry{}, fmt.Errorf("fat: size %d is not a positive multiple of %d", size, sectorSize)
+	}
+	g := geometry{total: uint32(size / sectorSize), fatSz: 1}
+	switch {
+	case size <= 260<<20:
+		g.spc = 1
+	case size <= 8<<30:
+		g.spc = 8
+	case size <= 16<<30:
+		g.spc = 16
+	case size <= 32<<30:
+		g.spc = 32
+	default:
+		return geometry{}, fmt.Errorf("fat: size %d above 32 GiB is not supported", size)
+	}
+	// Each FAT sector holds 128 entries, the first two of which are
+	// reserved.
+	for {
+		if reservedSectors+numFATs*g.fatSz >= g.total {
+			return geometry{}, fmt.Errorf("fat: size %d too small", size)
+		}
+		g.clusters = (g.total - reservedSectors - numFATs*g.fatSz) / g.spc
+		need := (g.clusters + 2 + 127) / 128
+		if need <= g.fatSz {
+			break
+		}
+		g.fatSz = need
+	}
+	if g.clusters < minClusters || g.clusters > maxClusters {
+		return geometry{}, fmt.Errorf("fat: size %d gives %d clusters; FAT32 needs %d..%d", size, g.clusters, minClusters, maxClusters)
+	}
+	return g, nil
+}
+
+func (g geometry) clusterBytes() int64 { return int64(g.spc) * sectorSize }
+func (g geometry) fatStart() int64     { return int64(reservedSectors) * sectorSize }
+func (g geometry) dataStart() int64 {
+	return g.fatStart() + int64(numFATs)*int64(g.fatSz)*sectorSize
+}
+
+// clusterOff is the byte offset of cluster c in the volume.
+func (g geometry) clusterOff(c uint32) int64 {
+	return g.dataStart() + int64(c-rootCluster)*g.clusterBytes()
+}
+
+// allocation is where every directory and file lives.
+type allocation struct {
+	root          *node
+	dirs, regular []*node // in sorted tree order, the root first
+	next          uint32  // the first free cluster
+}
+
+func (a allocation) used() uint32 { return a.next - rootCluster }
+
+// allocate places directories first (the root is cluster 2, as the spec
+// recommends), then file data, each contiguous, in sorted tree order.
+func allocate(root *node, hasLabel bool, clusterBytes int64) allocation {
+	a := allocation{root: root, next: rootCluster}
+	take := func(bytes int64, minOne bool) (uint32, uint32) {
 		n := uint32((bytes + clusterBytes - 1) / clusterBytes)
 		if n == 0 && minOne {
 			n = 1
@@ -167,19 +219,18 @@ func Write(w io.WriterAt, off int64, files []File, o Options) (*Layout, error) {
 		if n == 0 {
 			return 0, 0
 		}
-		first := next
-		next += n
+		first := a.next
+		a.next += n
 		return first, n
 	}
-	var dirs, regular []*node
 	walk(root, func(n *node) {
 		if n.dir {
-			dirs = append(dirs, n)
+			a.dirs = append(a.dirs, n)
 		} else {
-			regular = append(regular, n)
+			a.regular = append(a.regular, n)
 		}
 	})
-	for _, d := range dirs {
+	for _, d := range a.dirs {
 		entries := int64(len(d.children))
 		if d == root {
 			if hasLabel {
@@ -188,54 +239,64 @@ func Write(w io.WriterAt, off int64, files []File, o Options) (*Layout, error) {
 		} else {
 			entries += 2 // "." and ".."
 		}
-		d.cluster, d.nclus = alloc(entries*dirEntrySize, true)
+		d.cluster, d.nclus = take(entries*dirEntrySize, true)
 	}
-	for _, f := range regular {
-		f.cluster, f.nclus = alloc(int64(len(f.data)), false)
+	for _, f := range a.regular {
+		f.cluster, f.nclus = take(int64(len(f.data)), false)
 	}
-	used := next - rootCluster
-	if used > clusters {
-		return nil, fmt.Errorf("fat: files need %d clusters, the volume has %d", used, clusters)
-	}
+	return a
+}
 
-	at := func(b []byte, rel int64, what string) error {
-		if _, err := w.WriteAt(b, off+rel); err != nil {
-			return fmt.Errorf("fat: write %s: %w", what, err)
-		}
-		return nil
-	}
+// volume writes the structures of one volume.
+type volume struct {
+	w     io.WriterAt
+	off   int64
+	g     geometry
+	o     Options
+	label string
+}
 
-	// Boot sector and its backup.
+var le = binary.LittleEndian
+
+// at writes b at byte rel of the volume.
+func (v *volume) at(b []byte, rel int64, what string) error {
+	if _, err := v.w.WriteAt(b, v.off+rel); err != nil {
+		return fmt.Errorf("fat: write %s: %w", what, err)
+	}
+	return nil
+}
+
+// writeBootSectors writes the boot sector, FSInfo and their backups. The
+// free count and next-free hint of FSInfo are exact.
+func (v *volume) writeBootSectors(a allocation) error {
 	bs := make([]byte, sectorSize)
 	copy(bs[0:3], []byte{0xEB, 0x58, 0x90}) // jmp over the BPB; no boot code
 	copy(bs[3:11], "MSWIN4.1")              // the OEM name fatgen103 recommends
-	le := binary.LittleEndian
 	le.PutUint16(bs[11:], sectorSize)
-	bs[13] = byte(spc)
+	bs[13] = byte(v.g.spc)
 	le.PutUint16(bs[14:], reservedSectors)
 	bs[16] = numFATs
 	bs[21] = mediaFixed
 	le.PutUint16(bs[24:], 63)  // sectors per track: geometry is meaningless here,
 	le.PutUint16(bs[26:], 255) // but these are the values mkfs.fat writes
-	le.PutUint32(bs[28:], o.HiddenSectors)
-	le.PutUint32(bs[32:], total)
-	le.PutUint32(bs[36:], fatSz)
+	le.PutUint32(bs[28:], v.o.HiddenSectors)
+	le.PutUint32(bs[32:], v.g.total)
+	le.PutUint32(bs[36:], v.g.fatSz)
 	le.PutUint32(bs[44:], rootCluster)
 	le.PutUint16(bs[48:], fsInfoSector)
 	le.PutUint16(bs[50:], backupBoot)
 	bs[64] = 0x80 // drive number
 	bs[66] = 0x29 // extended boot signature: the next three fields are valid
-	le.PutUint32(bs[67:], o.VolumeID)
-	copy(bs[71:82], fmt.Sprintf("%-11s", label))
+	le.PutUint32(bs[67:], v.o.VolumeID)
+	copy(bs[71:82], fmt.Sprintf("%-11s", v.label))
 	copy(bs[82:90], "FAT32   ")
 	bs[510], bs[511] = 0x55, 0xAA
 
-	// FSInfo and its backup: free count and next-free hint are exact.
 	fi := make([]byte, sectorSize)
 	le.PutUint32(fi[0:], 0x41615252)
 	le.PutUint32(fi[484:], 0x61417272)
-	le.PutUint32(fi[488:], clusters-used)
-	le.PutUint32(fi[492:], next)
+	le.PutUint32(fi[488:], v.g.clusters-a.used())
+	le.PutUint32(fi[492:], a.next)
 	le.PutUint32(fi[508:], 0xAA550000)
 
 	for _, s := range []struct {
@@ -243,94 +304,106 @@ func Write(w io.WriterAt, off int64, files []File, o Options) (*Layout, error) {
 		b      []byte
 		what   string
 	}{{0, bs, "boot sector"}, {fsInfoSector, fi, "FSInfo"}, {backupBoot, bs, "backup boot sector"}, {backupBoot + 1, fi, "backup FSInfo"}} {
-		if err := at(s.b, s.sector*sectorSize, s.what); err != nil {
-			return nil, err
+		if err := v.at(s.b, s.sector*sectorSize, s.what); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// The FATs: only the used prefix is written; the rest is free (zero).
-	fat := make([]byte, 4*int(next))
+// writeFATs writes both FATs: only the used prefix; the rest is free
+// (zero).
+func (v *volume) writeFATs(a allocation) error {
+	fat := make([]byte, 4*int(a.next))
 	le.PutUint32(fat[0:], 0x0FFFFF00|mediaFixed)
 	le.PutUint32(fat[4:], eoc) // clean shutdown, no I/O errors
 	chain := func(first, n uint32) {
 		for c := first; c < first+n; c++ {
-			v := uint32(eoc)
+			e := uint32(eoc)
 			if c+1 < first+n {
-				v = c + 1
+				e = c + 1
 			}
-			le.PutUint32(fat[4*c:], v)
+			le.PutUint32(fat[4*c:], e)
 		}
 	}
-	for _, d := range dirs {
-		chain(d.cluster, d.nclus)
-	}
-	for _, f := range regular {
-		chain(f.cluster, f.nclus)
+	for _, n := range append(append([]*node(nil), a.dirs...), a.regular...) {
+		chain(n.cluster, n.nclus)
 	}
 	for i := int64(0); i < numFATs; i++ {
-		if err := at(fat, fatStart+i*int64(fatSz)*sectorSize, fmt.Sprintf("FAT %d", i+1)); err != nil {
-			return nil, err
+		if err := v.at(fat, v.g.fatStart()+i*int64(v.g.fatSz)*sectorSize, fmt.Sprintf("FAT %d", i+1)); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	clusterOff := func(c uint32) int64 { return dataStart + int64(c-rootCluster)*clusterBytes }
-	date, tod := stamp(o.Time)
-	entry := func(name string, attr byte, cluster, size uint32) []byte {
-		e := make([]byte, dirEntrySize)
-		copy(e[0:11], name)
-		e[11] = attr
-		le.PutUint16(e[14:], tod)  // creation time
-		le.PutUint16(e[16:], date) // creation date
-		le.PutUint16(e[18:], date) // last access date
-		le.PutUint16(e[20:], uint16(cluster>>16))
-		le.PutUint16(e[22:], tod)  // write time
-		le.PutUint16(e[24:], date) // write date
-		le.PutUint16(e[26:], uint16(cluster))
-		le.PutUint32(e[28:], size)
-		return e
-	}
-	for _, d := range dirs {
+// entry is one directory entry, stamped with Options.Time.
+func (v *volume) entry(name string, attr byte, cluster, size uint32) []byte {
+	date, tod := stamp(v.o.Time)
+	e := make([]byte, dirEntrySize)
+	copy(e[0:11], name)
+	e[11] = attr
+	le.PutUint16(e[14:], tod)  // creation time
+	le.PutUint16(e[16:], date) // creation date
+	le.PutUint16(e[18:], date) // last access date
+	le.PutUint16(e[20:], uint16(cluster>>16))
+	le.PutUint16(e[22:], tod)  // write time
+	le.PutUint16(e[24:], date) // write date
+	le.PutUint16(e[26:], uint16(cluster))
+	le.PutUint32(e[28:], size)
+	return e
+}
+
+// writeDirectories writes every directory's entries: the label in the
+// root, "." and ".." in the others, then the children in sorted order.
+func (v *volume) writeDirectories(a allocation) error {
+	for _, d := range a.dirs {
 		var b []byte
-		if d == root {
-			if hasLabel {
-				b = append(b, entry(fmt.Sprintf("%-11s", label), attrVolumeID, 0, 0)...)
+		if d == a.root {
+			if v.label != noLabel {
+				b = append(b, v.entry(fmt.Sprintf("%-11s", v.label), attrVolumeID, 0, 0)...)
 			}
 		} else {
 			parent := d.parent.cluster
-			if d.parent == root {
+			if d.parent == a.root {
 				parent = 0 // ".." of a first-level directory points at cluster 0
 			}
-			b = append(b, entry(".          ", attrDirectory, d.cluster, 0)...)
-			b = append(b, entry("..         ", attrDirectory, parent, 0)...)
+			b = append(b, v.entry(".          ", attrDirectory, d.cluster, 0)...)
+			b = append(b, v.entry("..         ", attrDirectory, parent, 0)...)
 		}
 		for _, c := range d.children {
 			if c.dir {
-				b = append(b, entry(raw83(c.name), attrDirectory, c.cluster, 0)...)
+				b = append(b, v.entry(raw83(c.name), attrDirectory, c.cluster, 0)...)
 			} else {
-				b = append(b, entry(raw83(c.name), attrArchive, c.cluster, uint32(len(c.data)))...)
+				b = append(b, v.entry(raw83(c.name), attrArchive, c.cluster, uint32(len(c.data)))...)
 			}
 		}
-		if err := at(b, clusterOff(d.cluster), "directory "+d.name); err != nil {
-			return nil, err
+		if err := v.at(b, v.g.clusterOff(d.cluster), "directory "+d.name); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// writeFiles writes the files' data and returns the layout.
+func (v *volume) writeFiles(a allocation) (*Layout, error) {
 	l := &Layout{
-		Size:              o.Size,
-		SectorsPerCluster: int(spc),
-		FATSectors:        int(fatSz),
-		Clusters:          int(clusters),
-		UsedClusters:      int(used),
-		DataStart:         dataStart,
+		Size:              v.o.Size,
+		SectorsPerCluster: int(v.g.spc),
+		FATSectors:        int(v.g.fatSz),
+		Clusters:          int(v.g.clusters),
+		UsedClusters:      int(a.used()),
+		DataStart:         v.g.dataStart(),
 		Files:             map[string]int64{},
 	}
-	for _, f := range regular {
+	for _, f := range a.regular {
 		if f.cluster == 0 {
 			continue
 		}
-		if err := at(f.data, clusterOff(f.cluster), "file "+pathOf(f)); err != nil {
+		if err := v.at(f.data, v.g.clusterOff(f.cluster), "file "+pathOf(f)); err != nil {
 			return nil, err
 		}
-		l.Files[pathOf(f)] = clusterOff(f.cluster)
+		l.Files[pathOf(f)] = v.g.clusterOff(f.cluster)
 	}
 	return l, nil
 }
