@@ -383,25 +383,9 @@ func hasValues(have, want *Config) bool {
 // o.Cmdline built in, reusing the cache where it can.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
-	if err := o.setDefaults(); err != nil {
+	initrdSum, err := o.prepare()
+	if err != nil {
 		return nil, err
-	}
-	if strings.ContainsAny(o.Cmdline, "\n\r\x00") {
-		return nil, fmt.Errorf("kernel command line %q: must be one line", o.Cmdline)
-	}
-	if err := CheckExtraCmdline(o.Cmdline); err != nil {
-		return nil, err
-	}
-	var initrdSum string
-	if o.Initramfs != "" {
-		abs, err := filepath.Abs(o.Initramfs)
-		if err != nil {
-			return nil, err
-		}
-		o.Initramfs = abs
-		if initrdSum, err = fileSHA256(o.Initramfs); err != nil {
-			return nil, fmt.Errorf("initramfs: %w", err)
-		}
 	}
 	c, err := configure(ctx, &o)
 	if err != nil {
@@ -413,6 +397,59 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
+	r, err := newResult(o, c, initrdSum)
+	if err != nil {
+		return nil, err
+	}
+	if r.cached(o, start) {
+		return r, nil
+	}
+	reqs, err := writeBuildConfig(ctx, o, c, r, initrdSum)
+	if err != nil {
+		return nil, err
+	}
+	if err := compile(ctx, o, c, r, reqs, start); err != nil {
+		return nil, err
+	}
+	if err := r.copyOut(c); err != nil {
+		return nil, err
+	}
+	r.Duration = time.Since(start)
+	fmt.Fprintf(o.Log, "kernel: built %s (%d bytes) in %s\n", r.BzImage, r.Size, r.Duration.Round(time.Second))
+	return r, nil
+}
+
+// prepare sets the defaults, checks the per-image command line and makes
+// the initramfs path absolute; it returns the initramfs's sha256 ("" for
+// none), part of the cached kernel's name.
+func (o *Options) prepare() (initrdSum string, err error) {
+	if err := o.setDefaults(); err != nil {
+		return "", err
+	}
+	if strings.ContainsAny(o.Cmdline, "\n\r\x00") {
+		return "", fmt.Errorf("kernel command line %q: must be one line", o.Cmdline)
+	}
+	if err := CheckExtraCmdline(o.Cmdline); err != nil {
+		return "", err
+	}
+	if o.Initramfs == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(o.Initramfs)
+	if err != nil {
+		return "", err
+	}
+	o.Initramfs = abs
+	if initrdSum, err = fileSHA256(o.Initramfs); err != nil {
+		return "", fmt.Errorf("initramfs: %w", err)
+	}
+	return initrdSum, nil
+}
+
+// newResult names everything the build of c with this initramfs and
+// command line reads and writes: the build tree of c's key, and the
+// cached kernel and .config of this variant.
+func newResult(o Options, c *Configured, initrdSum string) (*Result, error) {
 	cmdline := strings.TrimSpace(c.PolicyCmdline + " " + strings.TrimSpace(o.Cmdline))
 	if len(cmdline) >= maxCmdline {
 		return nil, fmt.Errorf("kernel command line is %d bytes; %s allows at most %d", len(cmdline), c.Target.Name, maxCmdline-1)
@@ -433,17 +470,31 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	variant := sha256Hex([]byte(c.Key + "\n" + initrdSum + "\n" + cmdline))
 	r.BzImage = filepath.Join(outDir, variant+"."+c.Target.MakeTarget)
 	r.Config = filepath.Join(outDir, variant+".config")
-	if st, err := os.Stat(r.BzImage); err == nil && !o.Rebuild {
-		if sum, err := fileSHA256(r.BzImage); err == nil {
-			r.Cached, r.Size, r.SHA256 = true, st.Size(), sum
-			r.Duration = time.Since(start)
-			fmt.Fprintf(o.Log, "kernel: cached %s\n", r.BzImage)
-			return r, nil
-		}
-	}
+	return r, nil
+}
 
-	// The per-image part: initramfs at a fixed path inside the build tree
-	// (so the path never changes the config), the full command line.
+// cached reports whether this variant was built before (and not
+// o.Rebuild), filling in what the build would have.
+func (r *Result) cached(o Options, start time.Time) bool {
+	st, err := os.Stat(r.BzImage)
+	if err != nil || o.Rebuild {
+		return false
+	}
+	sum, err := fileSHA256(r.BzImage)
+	if err != nil {
+		return false
+	}
+	r.Cached, r.Size, r.SHA256 = true, st.Size(), sum
+	r.Duration = time.Since(start)
+	fmt.Fprintf(o.Log, "kernel: cached %s\n", r.BzImage)
+	return true
+}
+
+// writeBuildConfig writes the per-image part into the build tree: the
+// initramfs at a fixed path inside it (so the path never changes the
+// config) and the full command line. It returns the requirements the built
+// .config must meet.
+func writeBuildConfig(ctx context.Context, o Options, c *Configured, r *Result, initrdSum string) ([]Requirement, error) {
 	if err := os.MkdirAll(r.BuildDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -465,7 +516,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		os.Remove(initrdPath)
 		add("INITRAMFS_SOURCE", `""`)
 	}
-	add("CMDLINE", Quote(cmdline))
+	add("CMDLINE", Quote(r.Cmdline))
 	reqs := withImage(c.Requirements, image)
 	cfg, err := ParseConfig(strings.NewReader(c.Config))
 	if err != nil {
@@ -505,42 +556,51 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	return reqs, nil
+}
 
+// compile runs make, with progress on o.Log, and verifies the .config make
+// actually used (after its syncconfig) again: a kernel that fails the
+// policy is never handed out.
+func compile(ctx context.Context, o Options, c *Configured, r *Result, reqs []Requirement, start time.Time) error {
 	fmt.Fprintf(o.Log, "kernel: building Linux %s %s %s in %s (-j%d, log %s)\n", c.Source.Version, c.Target.Name, c.Target.MakeTarget, r.BuildDir, o.Jobs, r.LogFile)
 	stop := startProgress(ctx, o, r.BuildDir, start)
-	err = runMake(ctx, c.Target, c.Source.Tree, r.BuildDir, r.LogFile, o.Jobs, reproducibleEnv, c.Target.MakeTarget)
+	err := runMake(ctx, c.Target, c.Source.Tree, r.BuildDir, r.LogFile, o.Jobs, reproducibleEnv, c.Target.MakeTarget)
 	objects := stop()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// The .config make actually used (after its syncconfig) is verified
-	// again; a kernel that fails the policy is never handed out.
-	if err := verifyFile(c.Target, c.Source.Tree, reqs, buildConfig); err != nil {
-		return nil, err
+	if err := verifyFile(c.Target, c.Source.Tree, reqs, filepath.Join(r.BuildDir, ".config")); err != nil {
+		return err
 	}
 	writeFile(filepath.Join(r.BuildDir, ".hotpath-objects"), strconv.Itoa(objects))
 	writeFile(objectsEstimate(o), strconv.Itoa(objects))
+	return nil
+}
 
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return nil, err
+// copyOut copies the built kernel and its .config out of the build tree
+// into the cache, where they stay valid after later builds of the tree.
+func (r *Result) copyOut(c *Configured) error {
+	if err := os.MkdirAll(filepath.Dir(r.BzImage), 0o755); err != nil {
+		return err
 	}
-	if err := copyAtomic(buildConfig, r.Config); err != nil {
-		return nil, err
+	if err := copyAtomic(filepath.Join(r.BuildDir, ".config"), r.Config); err != nil {
+		return err
 	}
 	if err := copyAtomic(filepath.Join(r.BuildDir, filepath.FromSlash(c.Target.Output)), r.BzImage); err != nil {
-		return nil, fmt.Errorf("copying the %s out: %w", c.Target.MakeTarget, err)
+		return fmt.Errorf("copying the %s out: %w", c.Target.MakeTarget, err)
 	}
 	st, err := os.Stat(r.BzImage)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.Size = st.Size()
-	if r.SHA256, err = fileSHA256(r.BzImage); err != nil {
-		return nil, err
+	sum, err := fileSHA256(r.BzImage)
+	if err != nil {
+		return err
 	}
-	r.Duration = time.Since(start)
-	fmt.Fprintf(o.Log, "kernel: built %s (%d bytes) in %s\n", r.BzImage, r.Size, r.Duration.Round(time.Second))
-	return r, nil
+	r.SHA256 = sum
+	return nil
 }
 
 // runMake runs kbuild for target (of architecture t) with the source tree
