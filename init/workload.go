@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
 	"github.com/hotpath-dev/hotpath/init/facts"
 	"github.com/hotpath-dev/hotpath/init/netconf"
@@ -23,67 +24,28 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 	cpuList := cpuset.FormatList(m.workloadCPUs())
 	env := append([]string{"PATH=/bin:/sbin:/", "HOME=/",
 		"HOTPATH_CPUS=" + cpuList, "HOTPATH_PORT=" + strconv.Itoa(cfg.WorkloadPort)}, cfg.WorkloadEnv...)
-	var mu sync.Mutex // rep.Workload.PID is set by events, read by the report
-	rep := report.Report{
+	br := &bootReport{rep: report.Report{
 		Version: report.Version, Kernel: kernelRelease(), CPUs: len(m.online),
 		Config: cfg.Map(), Unknown: unknown,
 		Workload: &report.Workload{Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, CPUs: cpuList, Port: cfg.WorkloadPort},
-	}
-	sysctlNames := make([]string, len(m.settings))
-	for i, s := range m.settings {
-		sysctlNames[i] = s.Name
-	}
+	}}
 	// The workload's output goes through the console's count, so that the
 	// report is printed again before it leaves EC2's 64 KiB window.
 	stdout, stderr := m.obs.workloadOutput(con)
-	var live *supervise.Liveness
-	if cfg.LivenessProbe != "off" {
-		live = &supervise.Liveness{Interval: cfg.LivenessInterval, Timeout: cfg.LivenessTimeout, Failures: cfg.LivenessFailures}
-		if cfg.LivenessProbe != "tcp" {
-			live.Path = cfg.LivenessProbe
-		}
-	}
 	sup := supervise.New(supervise.Config{
 		Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, Env: env, Port: cfg.WorkloadPort,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
 		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
-		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Liveness: live,
+		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Liveness: livenessOf(cfg),
 		Privileges: m.inst.supervisePrivileges(),
 		Stdout:     stdout, Stderr: stderr,
 		Millis: bootMillis,
 		Event: func(e report.Event) {
 			con.Line(report.EventPrefix, e)
-			if e.Kind == report.EventStart {
-				mu.Lock()
-				if rep.Workload.PID == 0 {
-					rep.Workload.PID = e.PID
-				}
-				mu.Unlock()
-			}
+			br.event(e)
 		},
-		Log: con.Logf,
-		OnFirstReady: func(err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			rep.ReadyMillis = bootMillis()
-			if err != nil {
-				rep.ReadyMillis = -1
-				rep.ReadyError = err.Error()
-			}
-			rep.Steps = m.results
-			fo := facts.Options{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Sysctls: sysctlNames, Link: m.link,
-				Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
-			rep.Facts = facts.Read(fo, con.Logf)
-			rep.CRNG = rng.report()
-			m.inst.fill(&rep)
-			m.obs.report(rep)
-			con.Report(rep)
-			if err != nil {
-				con.Logf("NOT READY: %v", err)
-			} else {
-				con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
-			}
-		},
+		Log:          con.Logf,
+		OnFirstReady: func(err error) { br.finish(m, rng, err) },
 	})
 	m.obs.supervise(sup)
 	go func() {
@@ -95,6 +57,70 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 		sup.Run()
 	}()
 	return sup
+}
+
+// livenessOf is the supervisor's liveness probe for liveness.probe: nil
+// (off), a TCP connect, or an HTTP GET of a path.
+func livenessOf(cfg config.Config) *supervise.Liveness {
+	if cfg.LivenessProbe == "off" {
+		return nil
+	}
+	live := &supervise.Liveness{Interval: cfg.LivenessInterval, Timeout: cfg.LivenessTimeout, Failures: cfg.LivenessFailures}
+	if cfg.LivenessProbe != "tcp" {
+		live.Path = cfg.LivenessProbe
+	}
+	return live
+}
+
+// bootReport is the boot report while it is put together: the workload's
+// first PID comes with an event, the rest when the workload first accepts
+// (or its ready deadline passes).
+type bootReport struct {
+	mu  sync.Mutex
+	rep report.Report
+}
+
+// event keeps the PID of the first start.
+func (b *bootReport) event(e report.Event) {
+	if e.Kind != report.EventStart {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rep.Workload.PID == 0 {
+		b.rep.Workload.PID = e.PID
+	}
+}
+
+// finish completes the report with the steps, the facts as they are now,
+// the CRNG and what the per-instance steps found, hands it to the
+// management endpoint and prints it; err is why the workload is not ready.
+func (b *bootReport) finish(m *machine, rng *crngState, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rep := &b.rep
+	rep.ReadyMillis = bootMillis()
+	if err != nil {
+		rep.ReadyMillis = -1
+		rep.ReadyError = err.Error()
+	}
+	rep.Steps = m.results
+	sysctlNames := make([]string, len(m.settings))
+	for i, s := range m.settings {
+		sysctlNames[i] = s.Name
+	}
+	fo := facts.Options{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Sysctls: sysctlNames, Link: m.link,
+		Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
+	rep.Facts = facts.Read(fo, m.con.Logf)
+	rep.CRNG = rng.report()
+	m.inst.fill(rep)
+	m.obs.report(*rep)
+	m.con.Report(*rep)
+	if err != nil {
+		m.con.Logf("NOT READY: %v", err)
+	} else {
+		m.con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
+	}
 }
 
 // afterBoot starts what keeps the network right for the machine's life:
