@@ -97,11 +97,16 @@ func (c *Console) Line(prefix string, v any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Start on a fresh line: kernel messages may have left the cursor
-	// mid-line on a serial console.
+	c.line(b)
+	c.keepReport()
+}
+
+// line writes b (report.Format's, newline included) on a fresh line, as
+// kernel messages may have left the cursor mid-line on a serial console,
+// and hands it to the hook. The caller holds c.mu.
+func (c *Console) line(b []byte) {
 	c.out(append([]byte("\n"), b...))
 	c.hook(string(b[:len(b)-1]))
-	c.keepReport()
 }
 
 // Report prints the boot report and keeps its compact form (see
@@ -120,8 +125,7 @@ func (c *Console) Report(r report.Report) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.out(append([]byte("\n"), b...))
-	c.hook(string(b[:len(b)-1]))
+	c.line(b)
 	c.keep = append([]byte("\n"), cb...)
 	c.since = 0
 }
