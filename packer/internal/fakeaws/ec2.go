@@ -66,6 +66,22 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request, region string)
 		})
 }
 
+// checkPrincipals checks whom a permission is added for: 12-digit
+// account ids, and the one group EC2 has, "all".
+func checkPrincipals(users, groups []string) *Fault {
+	for _, u := range users {
+		if !accountRE.MatchString(u) {
+			return badParam("UserId %q", u)
+		}
+	}
+	for _, g := range groups {
+		if g != "all" {
+			return badParam("Group %q", g)
+		}
+	}
+	return nil
+}
+
 // selection reads what a Describe call asks for: the ids listed under
 // idKey (none: all, sorted), the values of its one supported filter, and
 // an owner that can only be "self".
@@ -393,21 +409,14 @@ func (s *Server) ec2Op(op string, p map[string]string, region string) (string, *
 				return "", badParam("OrganizationalUnitArn %q", o)
 			}
 		}
-		im.LaunchOrgs = append(im.LaunchOrgs, orgs...)
-		im.LaunchOUs = append(im.LaunchOUs, ous...)
 		if len(users)+len(groups)+len(orgs)+len(ous) == 0 {
 			return "", &Fault{Status: 400, Code: "MissingParameter", Message: "no launch permission to add"}
 		}
-		for _, u := range users {
-			if !accountRE.MatchString(u) {
-				return "", badParam("UserId %q", u)
-			}
+		if f := checkPrincipals(users, groups); f != nil {
+			return "", f
 		}
-		for _, g := range groups {
-			if g != "all" {
-				return "", badParam("Group %q", g)
-			}
-		}
+		im.LaunchOrgs = append(im.LaunchOrgs, orgs...)
+		im.LaunchOUs = append(im.LaunchOUs, ous...)
 		im.LaunchUsers = append(im.LaunchUsers, users...)
 		im.LaunchGroups = append(im.LaunchGroups, groups...)
 		return "<return>true</return>", nil
@@ -465,15 +474,8 @@ func (s *Server) ec2Op2(op string, p map[string]string, region string) (string, 
 		if len(users)+len(groups) == 0 {
 			return "", &Fault{Status: 400, Code: "MissingParameter", Message: "no create volume permission to add"}
 		}
-		for _, u := range users {
-			if !accountRE.MatchString(u) {
-				return "", badParam("UserId %q", u)
-			}
-		}
-		for _, g := range groups {
-			if g != "all" {
-				return "", badParam("Group %q", g)
-			}
+		if f := checkPrincipals(users, groups); f != nil {
+			return "", f
 		}
 		if sn.Encrypted && sn.KmsKeyArn == "" && len(users)+len(groups) > 0 {
 			return "", &Fault{Status: 400, Code: "OperationNotPermitted", Message: "Snapshots encrypted with the AWS managed key can't be shared"}
