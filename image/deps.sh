@@ -8,11 +8,12 @@
 #   root   not a package: fail unless run as root, first and whatever is
 #          installed (`make test` and .ci/run: the namespace, tap and QEMU
 #          tests need root, and a run without it must not look green)
-#   build  linux-source-6.1                the kernel source the appliance kernel is built from
+#   build  linux-source-6.12               the kernel source the appliance kernel is built from (Linux 6.12 LTS)
 #          build-essential bc bison flex   the kernel's build tools (make, gcc, Kconfig parsers)
 #          libelf-dev libssl-dev           objtool and the kernel's certificate tools link these
 #          xz-utils cpio                   unpack the source tarball; inspect initramfs images
 #   test   qemu-system-x86 ovmf            boot the disk image under UEFI firmware in tests and `make run`
+#          linux-source-6.1                the previous kernel, still buildable with -source: the policy tests configure it too
 #          iproute2                        network namespaces and tap devices for the guest's network
 #          strace                          count system calls per request in benchmarks and tests
 #          dosfstools gdisk                fsck.fat and sgdisk -v: independent checks of the ESP and GPT the image builder writes
@@ -34,8 +35,8 @@ for g in $groups; do
 			exit 1
 		fi
 		;;
-	build) want="$want linux-source-6.1 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
-	test) want="$want qemu-system-x86 ovmf iproute2 strace dosfstools gdisk" ;;
+	build) want="$want linux-source-6.12 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
+	test) want="$want qemu-system-x86 ovmf linux-source-6.1 iproute2 strace dosfstools gdisk" ;;
 	bench) want="$want wrk nginx-light strace" ;;
 	arm64) want="$want gcc-aarch64-linux-gnu qemu-system-arm qemu-efi-aarch64" ;;
 	*) echo "deps.sh: unknown group '$g' (want root, build, test, bench or arm64)" >&2; exit 2 ;;

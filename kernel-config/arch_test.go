@@ -113,33 +113,39 @@ func TestCheckArm64Policy(t *testing.T) {
 	}
 }
 
-// Every symbol the arm64 fragments name is one Linux 6.1 defines for
-// ARCH=arm64: a name from another architecture or another version would
-// hold trivially when off, or never when on.
-func TestArm64NamesInLinux61(t *testing.T) {
-	o := realOptions(t)
-	src, err := ResolveSource(ctxFor(t, 10*time.Minute), o.Source, o.CacheDir, o.Log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	frags, _ := TargetFragments(ARM64)
-	reqs, _ := Requirements(frags)
-	want := map[string]bool{}
-	for _, r := range reqs {
-		want[r.Symbol] = true
-	}
-	defs, err := findDefinitions(src.Tree, ARM64.KernelArch, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range reqs {
-		defined := false
-		for _, d := range defs[r.Symbol] {
-			defined = defined || d.Kind == "defined"
-		}
-		if !defined {
-			t.Errorf("%s: CONFIG_%s is defined by no Kconfig file of Linux %s for arm64", r.Where(), r.Symbol, src.Version)
-		}
+// Every symbol the arm64 fragments name is one each supported tree defines
+// for ARCH=arm64, or one fragments/other-trees.txt lists for the trees that
+// do: a name from another architecture or another version would hold
+// trivially when off, or never when on.
+func TestArm64NamesInLinux(t *testing.T) {
+	for _, tree := range trees {
+		t.Run(tree.name, func(t *testing.T) {
+			o := treeOptions(t, tree.source)
+			src, err := ResolveSource(ctxFor(t, 10*time.Minute), o.Source, o.CacheDir, o.Log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frags, _ := TargetFragments(ARM64)
+			reqs, _ := Requirements(frags)
+			want := map[string]bool{}
+			for _, r := range reqs {
+				want[r.Symbol] = true
+			}
+			defs, err := findDefinitions(src.Tree, ARM64.KernelArch, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range reqs {
+				defined := false
+				for _, d := range defs[r.Symbol] {
+					defined = defined || d.Kind == "defined"
+				}
+				listed := OtherTrees[r.Symbol] != "" || OtherTrees[r.Symbol+"="+r.Value] != ""
+				if !defined && !listed {
+					t.Errorf("%s: CONFIG_%s is defined by no Kconfig file of Linux %s for arm64", r.Where(), r.Symbol, src.Version)
+				}
+			}
+		})
 	}
 }
 
@@ -150,10 +156,17 @@ func requireCross(t *testing.T) {
 	}
 }
 
-// The arm64 fragments merge onto Linux 6.1's arm64 allnoconfig and hold;
-// the key is the arm64 one, apart from the x86 one of the same source.
-func TestConfigureLinux61Arm64(t *testing.T) {
-	o := realOptions(t)
+// The arm64 fragments merge onto each supported tree's arm64 allnoconfig
+// and hold; the key is the arm64 one, apart from the x86 one of the same
+// source.
+func TestConfigureLinuxArm64(t *testing.T) {
+	for _, tree := range trees {
+		t.Run(tree.name, func(t *testing.T) { testConfigureArm64(t, tree.source) })
+	}
+}
+
+func testConfigureArm64(t *testing.T, source string) {
+	o := treeOptions(t, source)
 	requireCross(t)
 	o.Arch = "arm64"
 	c, err := Configure(ctxFor(t, 15*time.Minute), o)
@@ -165,12 +178,14 @@ func TestConfigureLinux61Arm64(t *testing.T) {
 		"# CONFIG_AUDIT is not set", "# CONFIG_NETFILTER is not set", "# CONFIG_SECCOMP is not set", "# CONFIG_MODULES is not set",
 		"CONFIG_ENA_ETHERNET=y", "CONFIG_VIRTIO_NET=y", "CONFIG_EFI_STUB=y", "CONFIG_ACPI_BUTTON=y", "CONFIG_ARM_GIC_V3=y",
 		"CONFIG_SERIAL_AMBA_PL011_CONSOLE=y", "CONFIG_SERIAL_8250_CONSOLE=y", "CONFIG_KEYBOARD_GPIO=y", "CONFIG_CMDLINE_FORCE=y",
+		"CONFIG_SERIAL_8250_PCI=y", "CONFIG_ARM64_USE_LSE_ATOMICS=y", "CONFIG_ARM64_PAN=y", "CONFIG_ARM64_HW_AFDBM=y",
+		"CONFIG_ARM64_TLB_RANGE=y", "CONFIG_ARM64_SVE=y", "CONFIG_ARM64_VA_BITS_48=y",
 	} {
 		if !strings.Contains(c.Config, "\n"+line+"\n") {
 			t.Errorf(".config lacks %q", line)
 		}
 	}
-	if c.PolicyCmdline != "mitigations=off panic=10 panic_on_oops=1" {
+	if c.PolicyCmdline != "console=ttyAMA0 console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1" {
 		t.Errorf("policy cmdline %q", c.PolicyCmdline)
 	}
 	if !strings.HasPrefix(c.Toolchain.Full, "ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-\n") || !strings.Contains(c.Toolchain.Compiler, "aarch64-linux-gnu-gcc") {

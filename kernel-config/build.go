@@ -216,6 +216,8 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err != nil {
 		return nil, err
 	}
+	all := reqs
+	reqs = checkable(reqs, absent)
 	tc, err := DetectToolchain(ctx, t)
 	if err != nil {
 		return nil, err
@@ -238,7 +240,7 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 			if err := verify(t, src.Tree, reqs, cfg, merged); err != nil {
 				return nil, err
 			}
-			return newConfigured(t, src, tc, reqs, absent, cfg, string(text)), nil
+			return newConfigured(t, src, tc, all, reqs, absent, cfg, string(text)), nil
 		}
 	}
 	logf := filepath.Join(dir, "config.log")
@@ -271,10 +273,12 @@ func configure(ctx context.Context, o *Options) (*Configured, error) {
 	if err := verify(t, src.Tree, reqs, cfg, merged); err != nil {
 		return nil, err
 	}
-	return newConfigured(t, src, tc, reqs, absent, cfg, string(text)), nil
+	return newConfigured(t, src, tc, all, reqs, absent, cfg, string(text)), nil
 }
 
-func newConfigured(t *Target, src *Source, tc Toolchain, reqs []Requirement, absent []Absent, cfg *Config, text string) *Configured {
+// newConfigured: all is every requirement, for the summary; reqs the ones
+// the tree defines, which every later verification checks.
+func newConfigured(t *Target, src *Source, tc Toolchain, all, reqs []Requirement, absent []Absent, cfg *Config, text string) *Configured {
 	c := &Configured{
 		Target:       t,
 		Source:       src,
@@ -282,7 +286,7 @@ func newConfigured(t *Target, src *Source, tc Toolchain, reqs []Requirement, abs
 		Requirements: reqs,
 		Config:       text,
 		ConfigSHA256: sha256Hex([]byte(text)),
-		Summary:      Summary(reqs, absent),
+		Summary:      Summary(all, absent),
 	}
 	c.Key = Key(src.ID, c.Config, tc.Full)
 	if v, ok := cfg.Get("CMDLINE"); ok {

@@ -184,7 +184,7 @@ func Summary(reqs []Requirement, absent []Absent) string {
 		totalAbsent += c.absent
 		fmt.Fprintf(&b, "  %-14s %3d options hold (%d on/with value, %d off)", n, c.on+c.off, c.on, c.off)
 		if c.absent > 0 {
-			fmt.Fprintf(&b, "; %d off lines name symbols this tree lacks", c.absent)
+			fmt.Fprintf(&b, "; %d lines name symbols this tree lacks", c.absent)
 		}
 		b.WriteString("\n")
 	}

@@ -37,13 +37,21 @@ type Absent struct {
 // (defined reports whether it does). An "off" requirement on a symbol
 // another supported tree defines (elsewhere) is Absent; any other "off"
 // requirement on an undefined symbol is an Unknown violation: it exists in
-// no supported tree, which is a typo. Requirements with a value are left to
-// Check, which finds them missing.
+// no supported tree, which is a typo. A requirement with a value on an
+// undefined symbol is Absent only when elsewhere lists it with that value
+// ("RANDOM_TRUST_CPU=y": the option was removed because what it switched on
+// became unconditional); any other is left to Check, which finds it missing.
 func CheckDefined(reqs []Requirement, defined func(sym string) bool, elsewhere map[string]string) ([]Absent, []Violation) {
 	var absent []Absent
 	var vs []Violation
 	for _, r := range reqs {
-		if r.Value != NotSet || defined(r.Symbol) {
+		if defined(r.Symbol) {
+			continue
+		}
+		if r.Value != NotSet {
+			if where, ok := elsewhere[r.Symbol+"="+r.Value]; ok {
+				absent = append(absent, Absent{Requirement: r, Elsewhere: where})
+			}
 			continue
 		}
 		if where, ok := elsewhere[r.Symbol]; ok {
@@ -53,6 +61,23 @@ func CheckDefined(reqs []Requirement, defined func(sym string) bool, elsewhere m
 		vs = append(vs, Violation{Requirement: r, Kind: Unknown, Undefined: true})
 	}
 	return absent, vs
+}
+
+// checkable is reqs without the absent ones: what Check must find in the
+// final .config (an absent "off" line holds there anyway; an absent line
+// with a value would be reported missing).
+func checkable(reqs []Requirement, absent []Absent) []Requirement {
+	skip := map[Requirement]bool{}
+	for _, a := range absent {
+		skip[a.Requirement] = true
+	}
+	out := make([]Requirement, 0, len(reqs))
+	for _, r := range reqs {
+		if !skip[r] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // treeDefined returns which of the requirements' symbols a Kconfig file of

@@ -39,7 +39,7 @@ func TestVerifyDefined(t *testing.T) {
 	s := Summary(reqs, absent)
 	for _, want := range []string{
 		"policy verified: 6 requested options hold in the final .config (2 more name symbols this tree does not define; not counted)",
-		"policy-other-trees.config   6 options hold (1 on/with value, 5 off); 2 off lines name symbols this tree lacks",
+		"policy-other-trees.config   6 options hold (1 on/with value, 5 off); 2 lines name symbols this tree lacks",
 		"not in this tree (other trees', see fragments/other-trees.txt): MITIGATION_RETPOLINE SPECULATION_MITIGATIONS",
 	} {
 		if !strings.Contains(s, want) {

@@ -20,21 +20,41 @@ func (l testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// realOptions uses Debian's linux-source-6.1 and the shared cache (so the
-// tarball is extracted once for every test run and every user).
+// realOptions uses Debian's linux-source-6.12 (the default) and the shared
+// cache (so the tarball is extracted once for every test run and every
+// user).
 func realOptions(t *testing.T) Options {
+	t.Helper()
+	return treeOptions(t, DefaultSource)
+}
+
+// treeOptions is realOptions for the Linux tarball at source.
+func treeOptions(t *testing.T, source string) Options {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("configures a real Linux tree; skipped in -short mode")
 	}
-	if _, err := os.Stat(DefaultSource); err != nil {
-		t.Skipf("%s is not installed (`image/deps.sh build` installs linux-source-6.1): %v", DefaultSource, err)
+	if _, err := os.Stat(source); err != nil {
+		t.Skipf("%s is not installed (`image/deps.sh build test` installs linux-source-6.12 and linux-source-6.1): %v", source, err)
 	}
 	cache, err := DefaultCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Options{CacheDir: cache, Log: testLog{t}}
+	o := Options{CacheDir: cache, Log: testLog{t}}
+	if source != DefaultSource {
+		o.Source = source
+	}
+	return o
+}
+
+// trees are the Linux trees the policy must hold on: the default and the
+// previous one, still buildable with -source.
+var trees = []struct {
+	name, source, version string
+}{
+	{"6.12", DefaultSource, "6.12."},
+	{"6.1", Linux61Source, "6.1."},
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -43,16 +63,23 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// The fragments merge onto Linux 6.1's allnoconfig and every requirement
-// holds after olddefconfig (configuration only, nothing compiled).
-func TestConfigureLinux61(t *testing.T) {
-	o := realOptions(t)
+// The fragments merge onto the allnoconfig of each supported tree and every
+// requirement holds after olddefconfig (configuration only, nothing
+// compiled).
+func TestConfigureLinux(t *testing.T) {
+	for _, tree := range trees {
+		t.Run(tree.name, func(t *testing.T) { testConfigure(t, tree.source, tree.version) })
+	}
+}
+
+func testConfigure(t *testing.T, source, version string) {
+	o := treeOptions(t, source)
 	c, err := Configure(ctxFor(t, 10*time.Minute), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(c.Source.Version, "6.1") {
-		t.Errorf("version %s, want 6.1.x", c.Source.Version)
+	if !strings.HasPrefix(c.Source.Version, version) {
+		t.Errorf("version %s, want %sx", c.Source.Version, version)
 	}
 	cfg, err := ParseConfig(strings.NewReader(c.Config))
 	if err != nil {
@@ -65,14 +92,15 @@ func TestConfigureLinux61(t *testing.T) {
 	for _, line := range []string{
 		"# CONFIG_CPU_MITIGATIONS is not set", "# CONFIG_AUDIT is not set", "# CONFIG_NETFILTER is not set",
 		"# CONFIG_SECCOMP is not set", "# CONFIG_MODULES is not set", "CONFIG_ENA_ETHERNET=y", "CONFIG_VIRTIO_NET=y",
+		"CONFIG_NUMA=y", "CONFIG_X86_PAT=y",
 		"CONFIG_EFI_STUB=y", "CONFIG_ACPI_BUTTON=y", "CONFIG_SERIAL_8250_CONSOLE=y", "CONFIG_NET_RX_BUSY_POLL=y",
-		"CONFIG_RPS=y", "CONFIG_XPS=y", `CONFIG_DEFAULT_TCP_CONG="reno"`, `CONFIG_CMDLINE="console=ttyS0 mitigations=off panic=10 panic_on_oops=1"`,
+		"CONFIG_RPS=y", "CONFIG_XPS=y", `CONFIG_DEFAULT_TCP_CONG="reno"`, `CONFIG_CMDLINE="console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1"`,
 	} {
 		if !strings.Contains(c.Config, "\n"+line+"\n") {
 			t.Errorf(".config lacks %q", line)
 		}
 	}
-	if c.PolicyCmdline != "console=ttyS0 mitigations=off panic=10 panic_on_oops=1" {
+	if c.PolicyCmdline != "console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1" {
 		t.Errorf("policy cmdline %q", c.PolicyCmdline)
 	}
 	t.Logf("Linux %s, key %s\n%s", c.Source.Version, c.Key, c.Summary)
@@ -106,7 +134,7 @@ func TestConfigureLinux61(t *testing.T) {
 
 // An option whose dependency is switched off is reported by name, with the
 // symbol it depends on, read from the real Kconfig files.
-func TestConfigureLinux61Unmet(t *testing.T) {
+func TestConfigureLinuxUnmet(t *testing.T) {
 	o := realOptions(t)
 	frags, _ := DefaultFragments()
 	noMSI := &Fragment{Name: "user.config", Requirements: []Requirement{{Symbol: "PCI_MSI", Value: NotSet, Fragment: "user.config", Line: 1}}}
@@ -189,11 +217,11 @@ func TestBuildRelinkReproducible(t *testing.T) {
 	if got, err := fileSHA256(ra.BzImage); err != nil || got != ra.SHA256 {
 		t.Errorf("first kernel changed after a later build: %s %v", got, err)
 	}
-	if ra.Cmdline != "console=ttyS0 mitigations=off panic=10 panic_on_oops=1 hotpath.test=a" {
+	if ra.Cmdline != "console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1 hotpath.test=a" {
 		t.Errorf("cmdline %q", ra.Cmdline)
 	}
 	cfg, err := os.ReadFile(rb.Config)
-	if err != nil || !strings.Contains(string(cfg), `CONFIG_CMDLINE="console=ttyS0 mitigations=off panic=10 panic_on_oops=1 hotpath.test=b"`) ||
+	if err != nil || !strings.Contains(string(cfg), `CONFIG_CMDLINE="console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1 hotpath.test=b"`) ||
 		!strings.Contains(string(cfg), "CONFIG_INITRAMFS_COMPRESSION_NONE=y") {
 		t.Errorf("final config %s lacks the per-image values (%v)", rb.Config, err)
 	}

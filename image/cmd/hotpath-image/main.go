@@ -95,7 +95,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		wdir      = fs.String("workload-dir", "", "`dir`ectory (module) to build a -workload package in; default: the working directory")
 		conf      = fs.String("config", "", "init configuration `file` baked at /etc/hotpath/init.conf (key=value lines, see init/config);\ndefault: every key at its default. Unknown keys or bad values fail the build")
 		cmdline   = fs.String("cmdline", "", "extra kernel command line (`words`) after 'console=ttyS0 mitigations=off';\nhotpath.<key>=<value> words override the init configuration;\nmitigation parameters (mitigations=, spectre_v2=, mds=, ...) are refused")
-		ksrc      = fs.String("kernel-source", "", "Linux source tarball or tree (`path`); default: Debian's linux-source-6.1")
+		ksrc      = fs.String("kernel-source", "", "Linux source tarball or tree (`path`); default: Debian's linux-source-6.12")
 		cache     = fs.String("cache", "", "kernel cache `dir`; default $HOTPATH_CACHE, $XDG_CACHE_HOME/hotpath or ~/.cache/hotpath")
 		jobs      = fs.Int("jobs", 0, "parallel kernel build jobs; default: the number of CPUs")
 		minGiB    = fs.Int64("size", 1, "least virtual disk size in `GiB` (EC2 root volumes are at least 1)")

@@ -32,10 +32,11 @@ commands:
   config     configure and verify the policy only; print the summary
   fragments  print the built-in Kconfig fragments
 
-The kernel source defaults to %s (Debian's linux-source-6.1);
+The kernel source defaults to %s (Debian's linux-source-6.12;
+-source %s builds the previous 6.1 LTS);
 the cache to $HOTPATH_CACHE, else $XDG_CACHE_HOME/hotpath, else ~/.cache/hotpath.
 Run "hotpath-kernel <command> -h" for the flags of a command.
-`, kernelconfig.DefaultSource)
+`, kernelconfig.DefaultSource, kernelconfig.Linux61Source)
 }
 
 func main() {

@@ -52,7 +52,7 @@ type Config struct {
 	InitConfigFile string `mapstructure:"init_config_file"`
 	// init.conf settings, applied after init_config_file.
 	InitConfig map[string]string `mapstructure:"init_config"`
-	// Kernel source tree or tarball; default Debian's linux-source-6.1.
+	// Kernel source tree or tarball; default Debian's linux-source-6.12.
 	KernelSource string `mapstructure:"kernel_source"`
 	// Appended to the kernel's built-in command line; hotpath.<key>=<value>
 	// words override init.conf at boot.

@@ -618,8 +618,8 @@ func buildAndPostProcess(t *testing.T, ctx context.Context, goarch, amiArch stri
 	if testing.Short() {
 		t.Skip("-short: skipping the real image build")
 	}
-	if _, err := os.Stat("/usr/src/linux-source-6.1.tar.xz"); err != nil && os.Getenv("HOTPATH_KERNEL_SOURCE") == "" {
-		t.Skip("no kernel source (image/deps.sh installs linux-source-6.1)")
+	if _, err := os.Stat("/usr/src/linux-source-6.12.tar.xz"); err != nil && os.Getenv("HOTPATH_KERNEL_SOURCE") == "" {
+		t.Skip("no kernel source (image/deps.sh installs linux-source-6.12)")
 	}
 	f := fakeaws.New("AKIDRPC", "secret")
 	t.Cleanup(f.Close)

@@ -1,0 +1,140 @@
+// Package napi sets a NIC's NAPI interrupt deferral, the kernel half of
+// preferred busy polling (the case study's step 10).
+//
+// Two netdev attributes (net/core/net-sysfs.c, Linux 5.11+ for the first)
+// decide what happens when a NAPI poll finds work:
+//
+//   - napi_defer_hard_irqs: how many polls in a row that found work leave
+//     the queue's interrupt masked instead of re-arming it;
+//   - gro_flush_timeout (nanoseconds): the timer that polls again while
+//     the interrupt is masked, so that a quiet application cannot strand
+//     packets.
+//
+// A worker whose epoll instance prefers busy polling (server/busypoll:
+// EPIOCSPARAMS prefer_busy_poll, Linux 6.9) then keeps finding work in its
+// own busy loop and its queue raises no interrupts at all while it does
+// (Documentation/networking/napi.rst, "Preferred busy polling"). Without a
+// busy-polling application the same settings only delay interrupts by up
+// to gro_flush_timeout, which is why both are keys and the timeout is
+// short.
+package napi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+)
+
+// StepName is the boot report's name of the step.
+const StepName = "nic-napi-defer"
+
+// Settings are the two attributes' values. Zero for both leaves the
+// kernel's defaults (0 and 0: every poll re-arms the interrupt).
+type Settings struct {
+	DeferHardIRQs   int           // napi_defer_hard_irqs; the kernel takes 0..S32_MAX
+	GROFlushTimeout time.Duration // gro_flush_timeout, whole nanoseconds
+}
+
+// Off reports whether s asks for nothing.
+func (s Settings) Off() bool { return s.DeferHardIRQs == 0 && s.GROFlushTimeout == 0 }
+
+// Check refuses what the kernel would refuse (net-sysfs.c
+// change_napi_defer_hard_irqs: more than S32_MAX is -ERANGE) and a
+// deferral without a timer (interrupts masked with nothing to poll the
+// queue again but the application).
+func (s Settings) Check() error {
+	switch {
+	case s.DeferHardIRQs < 0 || s.DeferHardIRQs > 1<<31-1:
+		return fmt.Errorf("napi_defer_hard_irqs %d: want 0..%d", s.DeferHardIRQs, 1<<31-1)
+	case s.GROFlushTimeout < 0:
+		return fmt.Errorf("gro_flush_timeout %v: negative", s.GROFlushTimeout)
+	case s.DeferHardIRQs > 0 && s.GROFlushTimeout == 0:
+		return errors.New("napi_defer_hard_irqs without gro_flush_timeout: a masked interrupt would wait for the application alone")
+	}
+	return nil
+}
+
+// plan is what apply wrote and verify reads back: the attribute files
+// and the values, shared so verify never re-derives them.
+type plan struct {
+	files  [2]string
+	values [2]int64
+}
+
+// Step returns the boot step for the interface link() names when the step
+// runs (the NIC is discovered by an earlier step). sysRoot is "/sys".
+func Step(sysRoot string, link func() string, s Settings) boot.Step {
+	var p plan
+	return boot.Step{
+		Name: StepName,
+		Apply: func(_ context.Context, d boot.Detail) error {
+			if s.Off() {
+				return boot.Skip("napi_defer_hard_irqs and gro_flush_timeout left at the kernel's defaults")
+			}
+			if err := s.Check(); err != nil {
+				return err
+			}
+			dev := filepath.Join(sysRoot, "class", "net", link())
+			p = plan{
+				files:  [2]string{filepath.Join(dev, "napi_defer_hard_irqs"), filepath.Join(dev, "gro_flush_timeout")},
+				values: [2]int64{int64(s.DeferHardIRQs), s.GROFlushTimeout.Nanoseconds()},
+			}
+			for i, f := range p.files {
+				if err := writeExisting(f, strconv.FormatInt(p.values[i], 10)); err != nil {
+					if errors.Is(err, fs.ErrNotExist) {
+						return boot.Skip("%s: kernel has no %s", link(), filepath.Base(f))
+					}
+					return fmt.Errorf("write %s: %w", f, err)
+				}
+			}
+			return nil
+		},
+		Verify: func(_ context.Context, d boot.Detail) error {
+			for i, f := range p.files {
+				got, err := readInt(f)
+				if err != nil {
+					return err
+				}
+				d[filepath.Base(f)] = strconv.FormatInt(got, 10)
+				if got != p.values[i] {
+					return fmt.Errorf("%s: kernel has %d, want %d", f, got, p.values[i])
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// writeExisting writes an attribute that must already exist: sysfs files
+// are never created by a write.
+func writeExisting(p, v string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func readInt(p string) (int64, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p, err)
+	}
+	return v, nil
+}
