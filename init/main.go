@@ -251,8 +251,8 @@ func loadConfig(con *console.Console) (config.Config, []string, map[string]strin
 	}
 	if err := cfg.Validate(); err != nil {
 		con.Logf("%v", err)
-		if cfg.NetMode == "static" && !cfg.NetAddress.IsValid() {
-			cfg.NetMode = "dhcp"
+		if cfg.NetMode == config.NetStatic && !cfg.NetAddress.IsValid() {
+			cfg.NetMode = config.NetDHCP
 			con.Logf("falling back to net.mode=dhcp")
 		}
 		if cfg.BackoffMin <= 0 || cfg.BackoffMax < cfg.BackoffMin {

@@ -77,7 +77,7 @@ func TestWorkloadCPUs(t *testing.T) {
 // with the reason, and the network step says why there is no address.
 func TestNoNIC(t *testing.T) {
 	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), nil)
-	for _, mk := range []func(*machine) []boot.Step{workloadCPUSteps, nicSteps, networkSteps} {
+	for _, mk := range []func(*machine) []boot.Step{workloadCPUSteps, nicDiscoverSteps, nicTuneSteps, networkSteps} {
 		for _, s := range mk(m) {
 			m.run(s)
 		}

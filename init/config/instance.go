@@ -41,13 +41,14 @@ var CapNames = map[string]int{
 }
 
 var instanceKeys = []Key{
-	{"workload.user", "65534", "numeric uid the workload runs as; 0 = root with every capability",
+	{"workload.user", "65534", "numeric uid of the workload; 0 = root with every capability",
 		intSetter(func(c *Config) *int { return &c.WorkloadUID }, 0, 1<<31-1),
 		func(c *Config) string { return strconv.Itoa(c.WorkloadUID) }},
-	{"workload.group", "65534", "numeric gid the workload runs as",
+	{"workload.group", "65534", "numeric gid of the workload",
 		intSetter(func(c *Config) *int { return &c.WorkloadGID }, 0, 1<<31-1),
 		func(c *Config) string { return strconv.Itoa(c.WorkloadGID) }},
-	{"workload.caps", "auto", "ambient capabilities of an unprivileged workload: auto, none, or a list",
+	{"workload.caps", "auto", "ambient capabilities of an unprivileged workload: auto (net_bind_service for a " +
+		"port below 1024), none, or a list such as net_bind_service,net_admin",
 		func(c *Config, v string) error {
 			if v == "auto" || v == "none" {
 				c.WorkloadCaps = v
@@ -60,10 +61,11 @@ var instanceKeys = []Key{
 			c.WorkloadCaps = strings.Join(names, ",")
 			return nil
 		}, func(c *Config) string { return c.WorkloadCaps }},
-	{"imds", "auto", "read the EC2 metadata service: auto (when DMI says EC2), on, off",
-		oneOf(func(c *Config) *string { return &c.IMDS }, "auto", "on", "off"),
+	{"imds", "auto", "read user-data and identity from the EC2 metadata service (IMDSv2): auto (only when DMI " +
+		"says EC2), on, off",
+		enum(func(c *Config) *string { return &c.IMDS }, "auto", "on", "off"),
 		func(c *Config) string { return c.IMDS }},
-	{"time.ntp", DefaultNTP, "NTP server address (ip or ip:port), or off",
+	{"time.ntp", DefaultNTP, "NTP server (ip or ip:port; Amazon Time Sync), or off",
 		func(c *Config, v string) error {
 			if v == "off" {
 				c.NTP = v
@@ -78,8 +80,6 @@ var instanceKeys = []Key{
 			return nil
 		}, func(c *Config) string { return c.NTP }},
 }
-
-func init() { Keys = append(Keys, instanceKeys...) }
 
 // parseCaps reads a comma- or space-separated list of capability names
 // (case-insensitive, CAP_ prefix optional), sorted and without duplicates.
