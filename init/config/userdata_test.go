@@ -44,6 +44,18 @@ func TestApplyUserData(t *testing.T) {
 				}
 			},
 		},
+		{
+			// The NIC's queue IRQs and XPS are bound to the CPU list before
+			// the network brings user-data: another list would give workers
+			// connections steered to other CPUs.
+			name: "workload.cpus refused", data: []byte("workload.cpus=0\nworkload.port=9090\n"),
+			status: report.UserDataApplied, applied: []string{"workload.port"}, refused: []string{"workload.cpus"},
+			check: func(t *testing.T, c Config) {
+				if c.WorkloadCPUs != "all" {
+					t.Errorf("workload.cpus from user-data took effect: %q", c.WorkloadCPUs)
+				}
+			},
+		},
 		{name: "unknown key", data: []byte("workload.port=9090\nworkload.prot=1\n"), status: report.UserDataRejected,
 			errs: []string{"line 2: unknown key workload.prot"}},
 		{name: "bad value", data: []byte("workload.port=99999\nworkload.user=x\n"), status: report.UserDataRejected,
