@@ -32,6 +32,10 @@ type Tuner struct {
 	Ethtool  Ethtool
 	Netlink  Netlink
 	Opt      Options
+	// Files reads and writes the sysfs and procfs attributes; nil is the
+	// real files. Tests give a fake kernel that refuses and normalises
+	// writes as the kernel does.
+	Files Files
 
 	// work is the workload's CPU list once nic-spread ran (CPUs before).
 	work []int
@@ -474,7 +478,7 @@ func (t *Tuner) applyIRQ(_ context.Context, d boot.Detail) error {
 	var errs []error
 	for _, q := range irqs {
 		p := filepath.Join(t.ProcRoot, "irq", strconv.Itoa(q.IRQ), "smp_affinity_list")
-		if err := writeExisting(p, strconv.Itoa(cpu[q.IRQ])); err != nil {
+		if err := t.writeAttr(p, strconv.Itoa(cpu[q.IRQ])); err != nil {
 			errs = append(errs, fmt.Errorf("irq %d (%s) -> cpu %d: %w", q.IRQ, q.Name, cpu[q.IRQ], err))
 			continue
 		}
@@ -490,7 +494,7 @@ func (t *Tuner) verifyIRQ(context.Context, boot.Detail) error {
 	}
 	var errs []error
 	for _, q := range irqs {
-		got, err := os.ReadFile(filepath.Join(t.ProcRoot, "irq", strconv.Itoa(q.IRQ), "smp_affinity_list"))
+		got, err := t.files().ReadFile(filepath.Join(t.ProcRoot, "irq", strconv.Itoa(q.IRQ), "smp_affinity_list"))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -502,16 +506,39 @@ func (t *Tuner) verifyIRQ(context.Context, boot.Detail) error {
 	return errors.Join(errs...)
 }
 
-// writeExisting writes a sysfs/procfs attribute that must already exist:
-// a missing file is a skip, not a file to create.
-func writeExisting(p, v string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+// Files is the sysfs and procfs attribute access of the steps.
+type Files interface {
+	ReadFile(name string) ([]byte, error)
+	// WriteFile writes an attribute that must already exist: a missing
+	// file is an error, never a file to create.
+	WriteFile(name string, data []byte) error
+}
+
+// OSFiles are the real attributes.
+type OSFiles struct{}
+
+// ReadFile is os.ReadFile.
+func (OSFiles) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// WriteFile writes data to the existing file name in one write, as the
+// kernel's attribute store functions expect.
+func (OSFiles) WriteFile(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}
-	_, werr := f.WriteString(v)
+	_, werr := f.Write(data)
 	return errors.Join(werr, f.Close())
 }
+
+func (t *Tuner) files() Files {
+	if t.Files == nil {
+		return OSFiles{}
+	}
+	return t.Files
+}
+
+func (t *Tuner) writeAttr(p, v string) error { return t.files().WriteFile(p, []byte(v)) }
 
 func (t *Tuner) queueFile(kind string, q int, attr string) string {
 	return filepath.Join(t.SysRoot, "class/net", t.Link.Name, "queues", fmt.Sprintf("%s-%d", kind, q), attr)
@@ -552,7 +579,7 @@ func (t *Tuner) applyXPS(_ context.Context, d boot.Detail) error {
 	var errs []error
 	for _, q := range sortedKeys(plan) {
 		mask := cpuset.FormatMask(plan[q], t.NrCPUs)
-		if err := writeExisting(t.queueFile("tx", q, "xps_cpus"), mask); err != nil {
+		if err := t.writeAttr(t.queueFile("tx", q, "xps_cpus"), mask); err != nil {
 			errs = append(errs, fmt.Errorf("xps tx-%d = %s: %w", q, mask, err))
 			continue
 		}
@@ -568,7 +595,7 @@ func (t *Tuner) verifyXPS(context.Context, boot.Detail) error {
 	}
 	var errs []error
 	for _, q := range sortedKeys(plan) {
-		got, err := readMask(t.queueFile("tx", q, "xps_cpus"))
+		got, err := t.readMask(t.queueFile("tx", q, "xps_cpus"))
 		if err != nil {
 			errs = append(errs, err)
 		} else if !slices.Equal(got, plan[q]) {
@@ -619,7 +646,7 @@ func (t *Tuner) applyRPS(_ context.Context, d boot.Detail) error {
 			mask = cpuset.FormatMask(plan[q], t.NrCPUs)
 			d[fmt.Sprintf("rx-%d", q)] = mask
 		}
-		if err := writeExisting(t.queueFile("rx", q, "rps_cpus"), mask); err != nil {
+		if err := t.writeAttr(t.queueFile("rx", q, "rps_cpus"), mask); err != nil {
 			errs = append(errs, fmt.Errorf("rps rx-%d = %s: %w", q, mask, err))
 		}
 	}
@@ -634,7 +661,7 @@ func (t *Tuner) verifyRPS(context.Context, boot.Detail) error {
 	}
 	var errs []error
 	for _, q := range sortedKeys(plan) {
-		got, err := readMask(t.queueFile("rx", q, "rps_cpus"))
+		got, err := t.readMask(t.queueFile("rx", q, "rps_cpus"))
 		if err != nil {
 			errs = append(errs, err)
 		} else if !slices.Equal(got, plan[q]) {
@@ -644,8 +671,8 @@ func (t *Tuner) verifyRPS(context.Context, boot.Detail) error {
 	return errors.Join(errs...)
 }
 
-func readMask(p string) ([]int, error) {
-	b, err := os.ReadFile(p)
+func (t *Tuner) readMask(p string) ([]int, error) {
+	b, err := t.files().ReadFile(p)
 	if err != nil {
 		return nil, err
 	}
