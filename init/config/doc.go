@@ -34,7 +34,9 @@
 //	                              net_bind_service,net_admin
 //	imds                       [auto] read user-data and identity from the EC2 metadata service
 //	                              (IMDSv2): auto (only when DMI says EC2), on, off
-//	time.ntp                   [169.254.169.123] NTP server (ip or ip:port; Amazon Time Sync), or off
+//	time.ntp                   [auto] auto (Amazon Time Sync when DMI says EC2, else none), on (Amazon
+//	                              Time Sync anywhere), off, or an NTP server (ip or ip:port) to follow
+//	                              anywhere
 //	net.mode                   [dhcp] dhcp, static or off
 //	net.interface              [] primary interface; empty = first non-loopback Ethernet device
 //	net.address                [] static mode: address in CIDR form, e.g. 10.0.0.2/24
