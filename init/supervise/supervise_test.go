@@ -543,9 +543,22 @@ func TestCrashLoopOneReport(t *testing.T) {
 	})
 	begin := time.Now()
 	go s.Run()
-	// Several deadlines' worth of restarts: a per-start deadline would
-	// never fire, and a second report would show here.
-	time.Sleep(3 * timeout)
+	// The report is waited for, not slept for (a loaded machine may start
+	// the workload late); a per-start deadline would never fire in a
+	// crash loop, so this wait would fail. Then two more deadlines' worth
+	// of restarts: a second report would show there.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(calls)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no OnFirstReady call within 20 s of a crash loop")
+		}
+	}
+	time.Sleep(2 * timeout)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(calls) != 1 {
