@@ -66,12 +66,16 @@ func (t *Tuner) Steps() []boot.Step {
 
 // planned makes a step whose apply settles a plan of type P (what it set,
 // or found already set) that its verify then checks: apply and verify
-// share a typed value, never the report's strings. Each call has its own
-// plan, so that steps made for a re-run start from nothing.
+// share a typed value, never the report's strings. Each apply starts from
+// a zero plan, so that a step run again decides afresh.
 func planned[P any](name string, reapply bool, apply, verify func(*P, boot.Detail) error) boot.Step {
 	p := new(P)
 	return boot.Step{Name: name, Reapply: reapply,
-		Apply:  func(_ context.Context, d boot.Detail) error { return apply(p, d) },
+		Apply: func(_ context.Context, d boot.Detail) error {
+			var zero P
+			*p = zero
+			return apply(p, d)
+		},
 		Verify: func(_ context.Context, d boot.Detail) error { return verify(p, d) }}
 }
 

@@ -143,3 +143,19 @@ func TestKernelRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanFreshOnRerun: the same step value run again (a re-apply)
+// decides afresh: adaptive moderation set once, then refused by the
+// driver, is verified as the static fallback the second run set.
+func TestPlanFreshOnRerun(t *testing.T) {
+	et := &fakeEthtool{}
+	tu := &Tuner{Link: Link{Name: "eth0", Driver: "ena"}, Ethtool: et, Opt: defaultOpts()}
+	s := stepNamed(t, tu.Steps(), "nic-coalesce")
+	if r := boot.RunOne(context.Background(), s); r.Status != report.Applied || r.Detail["mode"] != "adaptive-rx" {
+		t.Fatalf("first run: %+v", r)
+	}
+	et.noAdaptive = true
+	if r := boot.RunOne(context.Background(), s); r.Status != report.Applied || r.Detail["mode"] != "static" {
+		t.Errorf("second run: %+v, want static moderation verified", r)
+	}
+}
