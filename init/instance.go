@@ -23,6 +23,7 @@ const imdsBudget = 10 * time.Second
 // instance is what the per-instance steps found; it goes into the boot
 // report. The machine always has one, so that the steps need not check.
 type instance struct {
+	root     string // where the platform's DMI is read (imds.Detect): "/", a temporary tree in tests
 	ec2      bool   // the metadata service was asked (auto on EC2, or on)
 	data     []byte // the user-data, as the metadata service returned it
 	userData report.UserData
@@ -34,7 +35,7 @@ type instance struct {
 }
 
 func newInstance(layers map[string]string) *instance {
-	return &instance{userData: report.UserData{Status: report.UserDataNone}, layers: layers}
+	return &instance{root: "/", userData: report.UserData{Status: report.UserDataNone}, layers: layers}
 }
 
 // imdsSteps ask the metadata service, after the network step, for the
@@ -43,7 +44,7 @@ func newInstance(layers map[string]string) *instance {
 func imdsSteps(m *machine) []boot.Step {
 	in := m.inst
 	return []boot.Step{{Name: "imds", Apply: func(_ context.Context, d boot.Detail) error {
-		on, why := imds.Decide(m.cfg.IMDS, "/")
+		on, why := imds.Decide(m.cfg.IMDS, in.root)
 		in.info = &report.Instance{IMDS: why}
 		if !on {
 			return boot.Skip("%s", why)
@@ -128,22 +129,33 @@ func userDataSysctlSteps(m *machine) []boot.Step {
 	return out
 }
 
-// timeSyncSteps keep the clock in sync. The first query is waited for on
-// EC2 (Amazon Time Sync answers at once, and the workload should start
-// with the right time); on other platforms it runs in the background so
-// that a server that is not there costs the boot nothing.
+// timeSyncSteps keep the clock in sync with the server time.ntp decides
+// on for this platform (config.NTPServer: by default Amazon Time Sync on
+// EC2 and nothing elsewhere, so that a boot outside EC2 logs no failure).
+// The first query is waited for when the metadata service was asked
+// (Amazon Time Sync answers at once, and the workload should start with
+// the right time); otherwise it runs in the background so that a server
+// that is not there costs the boot nothing.
 func timeSyncSteps(m *machine) []boot.Step {
 	in, cfg, con := m.inst, &m.cfg, m.con
 	return []boot.Step{{Name: "time-sync", Apply: func(_ context.Context, d boot.Detail) error {
-		if cfg.NTP == "off" {
-			return boot.Skip("time.ntp=off")
+		var platform imds.Platform
+		if cfg.NTP == config.NTPAuto {
+			platform = imds.Detect(in.root)
 		}
-		in.sync = timesync.New(timesync.Options{Server: cfg.NTP, Clock: timesync.System{},
+		server, why := cfg.NTPServer(platform.EC2)
+		if server == "" {
+			if cfg.NTP == config.NTPAuto {
+				why += " (" + platform.Why + ")"
+			}
+			return boot.Skip("%s", why)
+		}
+		in.sync = timesync.New(timesync.Options{Server: server, Clock: timesync.System{},
 			Log: func(f string, a ...any) { con.Logf("time-sync: "+f, a...) },
 			Event: func(detail string, st report.TimeSync) {
 				con.Line(report.EventPrefix, report.Event{Kind: report.EventTimeSync, Millis: bootMillis(), Detail: detail, Time: &st})
 			}})
-		d["server"] = cfg.NTP
+		d["server"] = server
 		var err error
 		if in.ec2 {
 			sctx, cancel := context.WithTimeout(m.ctx, 3*time.Second)

@@ -157,7 +157,7 @@ func run(con *console.Console, requests chan request) {
 	// after the mounts: /proc/cmdline).
 	var unknown []string
 	var layers map[string]string
-	m.cfg, unknown, layers = loadConfig(con)
+	m.cfg, unknown, layers = loadConfig(con, config.Path, procRoot+"/cmdline")
 	m.inst = newInstance(layers)
 	m.obs = startObserver(con, m.cfg, m.results)
 	m.boot()
@@ -217,27 +217,28 @@ func recoverLog(con *console.Console, what string) {
 	}
 }
 
-// loadConfig reads the baked file and the command-line overrides. Bad
-// lines are reported and skipped; unknown keys are reported on the console
-// and returned for the boot report, with where each key that was set came
+// loadConfig reads the baked file (confPath: config.Path) and the
+// command-line overrides (cmdlinePath: /proc/cmdline). Bad lines are
+// reported and skipped; unknown keys are reported on the console and
+// returned for the boot report, with where each key that was set came
 // from (config.Sources).
-func loadConfig(con *console.Console) (config.Config, []string, map[string]string) {
+func loadConfig(con *console.Console, confPath, cmdlinePath string) (config.Config, []string, map[string]string) {
 	cfg := config.Default()
 	var unknown []string
-	file, err := os.ReadFile(config.Path)
+	file, err := os.ReadFile(confPath)
 	if err == nil {
 		var perr error
 		cfg, perr = config.Parse(bytes.NewReader(file))
 		if perr != nil {
-			con.Logf("%s: %v", config.Path, perr)
+			con.Logf("%s: %v", confPath, perr)
 		}
 		unknown = append(unknown, config.Unknown(perr)...)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		con.Logf("config: %v", err)
 	} else {
-		con.Logf("no %s: defaults", config.Path)
+		con.Logf("no %s: defaults", confPath)
 	}
-	cmdline, err := os.ReadFile(procRoot + "/cmdline")
+	cmdline, err := os.ReadFile(cmdlinePath)
 	if err == nil {
 		if err := cfg.ApplyCmdline(string(cmdline)); err != nil {
 			con.Logf("kernel command line: %v", err)
@@ -251,8 +252,8 @@ func loadConfig(con *console.Console) (config.Config, []string, map[string]strin
 	}
 	if err := cfg.Validate(); err != nil {
 		con.Logf("%v", err)
-		if cfg.NetMode == "static" && !cfg.NetAddress.IsValid() {
-			cfg.NetMode = "dhcp"
+		if cfg.NetMode == config.NetStatic && !cfg.NetAddress.IsValid() {
+			cfg.NetMode = config.NetDHCP
 			con.Logf("falling back to net.mode=dhcp")
 		}
 		if cfg.BackoffMin <= 0 || cfg.BackoffMax < cfg.BackoffMin {

@@ -31,7 +31,8 @@ var sequence = []func(*machine) []boot.Step{
 	rlimitSteps,         // RLIMIT_NOFILE the workload inherits
 	sysctlSteps,         // busy polling, noqueue, reno, backlogs, sysctl.* keys
 	workloadCPUSteps,    // workload.cpus within the online CPUs
-	nicSteps,            // discover; channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
+	nicDiscoverSteps,    // the primary NIC and its ethtool socket
+	nicTuneSteps,        // channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
 	networkSteps,        // DHCP, static address, or none
 	imdsSteps,           // user-data and identity from IMDSv2, on EC2 (instance.go)
 	userDataSteps,       // user-data as configuration
@@ -43,25 +44,34 @@ var sequence = []func(*machine) []boot.Step{
 }
 
 // machine is what the boot steps share: the file-system roots they read
-// and write, the configuration, and what earlier steps found.
+// and write, the configuration, and what earlier steps found. Each field
+// says who sets it; a step reads only what a step before it in sequence
+// set.
 type machine struct {
+	// Set by run (main.go) before the sequence, or by the test.
 	ctx                        context.Context
 	con                        *console.Console
 	procRoot, sysRoot, devRoot string
-	cfg                        config.Config
-	requests                   chan<- request
+	requests                   chan<- request // shutdown requests (power button)
+	// openNIC opens the system-call surface of the NIC steps; nil means
+	// the running kernel's (ethtool socket, rtnetlink). Tests replace it.
+	openNIC func() (nic.Ethtool, nic.Netlink, error)
+	// cfg is loadConfig's (main.go); the user-data step replaces it.
+	cfg config.Config
+	obs *observer // startObserver (main.go); nil-safe: metrics, health, log shipping
+	// inst is newInstance's (main.go); the per-instance steps fill it in
+	// (instance.go).
+	inst *instance
 
-	settings []sysctl.Setting
-	cpus     []int // the workload's CPUs: workload.cpus within the online CPUs
-	online   []int
-	nrCPUs   int // nr_cpu_ids, the width of CPU masks
-	link     *nic.Link
-	ethtool  nic.Ethtool // nil without a NIC or ethtool
-	tuner    *nic.Tuner  // nil without a NIC
-	dhcp     *netconf.DHCPOptions
-	results  []report.Step
-	obs      *observer // nil-safe: metrics, health, log shipping
-	inst     *instance // what the per-instance steps found
+	settings []sysctl.Setting     // sysctlSteps (again in userDataSysctlSteps): the merged sysctls
+	cpus     []int                // step workload-cpus: workload.cpus within the online CPUs
+	online   []int                // step workload-cpus
+	nrCPUs   int                  // step workload-cpus: nr_cpu_ids, the width of CPU masks
+	link     *nic.Link            // step nic-discover; nil without a NIC
+	ethtool  nic.Ethtool          // step nic-discover; nil without a NIC or ethtool
+	tuner    *nic.Tuner           // step nic-discover; nil without a NIC or ethtool (nic-spread settles its CPUs)
+	dhcp     *netconf.DHCPOptions // networkSteps, in DHCP mode (for the retry after boot)
+	results  []report.Step        // run: every step's outcome, in order, for the report
 }
 
 // run runs one step, logs it, and keeps its result for the report.
@@ -199,44 +209,70 @@ func intersect(want, have []int) (kept, dropped []int) {
 	return kept, dropped
 }
 
-// nicSteps discover the primary NIC and tune it for the workload's CPUs.
-func nicSteps(m *machine) []boot.Step {
-	l, err := nic.Discover(m.sysRoot, m.cfg.NetInterface)
-	discover := boot.Step{Name: "nic-discover", Apply: func(_ context.Context, d boot.Detail) error {
+// nicDiscoverSteps find the primary NIC and open its ethtool socket, inside
+// the step (so under RunOne's recover and timing), and make the tuner the
+// NIC steps that follow use. A NIC whose ethtool cannot be opened is
+// found, named in the report, and fails the step in verify.
+func nicDiscoverSteps(m *machine) []boot.Step {
+	var openErr error
+	return []boot.Step{{Name: "nic-discover", Apply: func(_ context.Context, d boot.Detail) error {
+		l, err := nic.Discover(m.sysRoot, m.cfg.NetInterface)
 		if err != nil {
 			return boot.Skip("%v", err)
 		}
+		m.link = &l
 		d["name"], d["driver"], d["device"] = l.Name, l.Driver, l.Device
+		open := m.openNIC
+		if open == nil {
+			open = openKernelNIC
+		}
+		et, nl, err := open()
+		if err != nil {
+			openErr = err
+			return nil
+		}
+		m.ethtool = et
+		m.tuner = &nic.Tuner{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Link: l, CPUs: m.cpus, NrCPUs: m.nrCPUs,
+			Ethtool: et, Netlink: nl, Opt: m.cfg.NIC}
 		return nil
-	}}
+	}, Verify: func(context.Context, boot.Detail) error {
+		if openErr != nil {
+			return fmt.Errorf("ethtool: %w", openErr)
+		}
+		return nil
+	}}}
+}
+
+// openKernelNIC opens the running kernel's ethtool socket and rtnetlink.
+func openKernelNIC() (nic.Ethtool, nic.Netlink, error) {
+	et, err := ethtool.NewEthtool()
 	if err != nil {
-		return append([]boot.Step{discover}, nic.SkippedSteps("no primary network interface")...)
+		return nil, nil, err
 	}
-	m.link = &l
-	et, eterr := ethtool.NewEthtool()
-	if eterr != nil {
-		discover.Verify = func(context.Context, boot.Detail) error { return fmt.Errorf("ethtool: %w", eterr) }
-		return append([]boot.Step{discover}, nic.SkippedSteps("no ethtool netlink/ioctl socket")...)
+	return et, nic.NewNetlink(), nil
+}
+
+// nicTuneSteps tune the NIC nic-discover found for the workload's CPUs;
+// without one, every NIC step is in the report, skipped with the reason.
+func nicTuneSteps(m *machine) []boot.Step {
+	switch {
+	case m.link == nil:
+		return nic.SkippedSteps("no primary network interface")
+	case m.tuner == nil:
+		return nic.SkippedSteps("no ethtool netlink/ioctl socket")
 	}
-	m.ethtool = et
-	m.tuner = &nic.Tuner{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Link: l, CPUs: m.cpus, NrCPUs: m.nrCPUs,
-		Ethtool: et, Netlink: nic.NewNetlink(), Opt: nic.Options{
-			Channels: m.cfg.NICChannels, Coalesce: m.cfg.NICCoalesce, RxUsecs: m.cfg.NICRxUsecs, TxUsecs: m.cfg.NICTxUsecs,
-			GRO: m.cfg.NICGRO, IRQAffinity: m.cfg.NICIRQAffinity, XPS: m.cfg.NICXPS, RPS: m.cfg.NICRPS,
-			Qdisc: m.cfg.NICQdisc, Spread: m.cfg.NICSpread,
-		}}
-	return append([]boot.Step{discover}, m.tuner.Steps()...)
+	return m.tuner.Steps()
 }
 
 // networkSteps configure the address: DHCP (retried in the background
 // after boot if it fails here), a static address, or nothing.
 func networkSteps(m *machine) []boot.Step {
 	switch {
-	case m.cfg.NetMode == "off":
+	case m.cfg.NetMode == config.NetOff:
 		return []boot.Step{skipStep("net", "net.mode=off")}
 	case m.link == nil:
 		return []boot.Step{skipStep("net", "no primary network interface")}
-	case m.cfg.NetMode == "static":
+	case m.cfg.NetMode == config.NetStatic:
 		return []boot.Step{netconf.StaticStep(m.link.Name,
 			netconf.Lease{Addr: m.cfg.NetAddress, Gateway: m.cfg.NetGateway, MTU: m.cfg.NetMTU}, m.procRoot)}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/hotpath-dev/hotpath/init/report"
 )
 
@@ -77,7 +79,7 @@ func TestWorkloadCPUs(t *testing.T) {
 // with the reason, and the network step says why there is no address.
 func TestNoNIC(t *testing.T) {
 	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), nil)
-	for _, mk := range []func(*machine) []boot.Step{workloadCPUSteps, nicSteps, networkSteps} {
+	for _, mk := range []func(*machine) []boot.Step{workloadCPUSteps, nicDiscoverSteps, nicTuneSteps, networkSteps} {
 		for _, s := range mk(m) {
 			m.run(s)
 		}
@@ -155,5 +157,63 @@ func TestUserDataSequence(t *testing.T) {
 	}
 	if m.cfg.WorkloadPort != 9090 {
 		t.Errorf("workload.port %d after user-data", m.cfg.WorkloadPort)
+	}
+}
+
+// addNIC puts an Ethernet interface with a device link in the fake sysfs.
+func addNIC(t *testing.T, sys, name string) {
+	t.Helper()
+	dir := filepath.Join(sys, "class/net", name)
+	dev := filepath.Join(sys, "devices/virtio0")
+	os.MkdirAll(filepath.Join(dev), 0o755)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "type"), []byte("1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "ifindex"), []byte("2\n"), 0o644)
+	if err := os.Symlink(dev, filepath.Join(dir, "device")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNICDiscoverInsideStep: the NIC is found and its ethtool opened by
+// the nic-discover step itself, so a failure or a panic there is that
+// step's outcome and every NIC step after it is still reported, skipped.
+func TestNICDiscoverInsideStep(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		open    func() (nic.Ethtool, nic.Netlink, error)
+		discErr string
+		reason  string
+	}{
+		{"no ethtool", func() (nic.Ethtool, nic.Netlink, error) { return nil, nil, errors.New("socket: permission denied") },
+			"verify: ethtool: socket: permission denied", "no ethtool netlink/ioctl socket"},
+		{"panic", func() (nic.Ethtool, nic.Netlink, error) { panic("ethtool exploded") },
+			"panic: ethtool exploded", "no ethtool netlink/ioctl socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := fakeSys(t, "0-1", "0-1")
+			addNIC(t, sys, "eth0")
+			m, _ := testMachine(t, sys, nil)
+			m.openNIC = tc.open
+			for _, mk := range []func(*machine) []boot.Step{workloadCPUSteps, nicDiscoverSteps, nicTuneSteps} {
+				for _, s := range mk(m) {
+					m.run(s)
+				}
+			}
+			byName := map[string]report.Step{}
+			for _, r := range m.results {
+				byName[r.Name] = r
+			}
+			if r := byName["nic-discover"]; r.Status != report.Failed || !strings.HasPrefix(r.Error, tc.discErr) || r.Detail["name"] != "eth0" {
+				t.Errorf("nic-discover: %+v, want failed with %q naming eth0", r, tc.discErr)
+			}
+			for _, n := range []string{"nic-channels", "nic-spread", "nic-gro", "nic-link-up", "nic-coalesce", "nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps"} {
+				if r := byName[n]; r.Status != report.Skipped || r.Reason != tc.reason {
+					t.Errorf("%s: %+v, want skipped: %s", n, r, tc.reason)
+				}
+			}
+			if m.link == nil || m.link.Name != "eth0" || m.tuner != nil {
+				t.Errorf("link %+v tuner %v: want eth0 and no tuner", m.link, m.tuner)
+			}
+		})
 	}
 }

@@ -28,6 +28,11 @@ type Step struct {
 	// Verify reads the result back and returns an error if it does not hold.
 	// It may be nil for steps whose apply already reads back.
 	Verify func(ctx context.Context, d Detail) error
+	// Reapply marks a step whose effect the system can undo after boot
+	// behind the init's back (a NIC's device reset brings new interrupt
+	// vectors with default affinity, queues with default XPS): the init
+	// runs such steps again when that happens.
+	Reapply bool
 }
 
 // SkipError marks a step as skipped rather than failed.
@@ -43,8 +48,8 @@ func Skip(format string, args ...any) error {
 // Logger receives one line per finished step.
 type Logger func(format string, args ...any)
 
-// Run runs steps in order and returns one result per step. now is the clock
-// used to time steps (time.Now outside tests).
+// Run runs steps in order and returns one result per step, each timed by
+// RunOne, and logs each result with log (if not nil).
 func Run(ctx context.Context, steps []Step, log Logger) []report.Step {
 	out := make([]report.Step, 0, len(steps))
 	for _, s := range steps {

@@ -1,71 +1,6 @@
-// Package config reads the init's configuration: the file baked into the
-// image (/etc/hotpath/init.conf) and overrides from the kernel command line
-// (hotpath.<key>=<value>).
-//
-// The file format is one key=value per line; blank lines and lines whose
-// first non-blank character is '#' are comments. Whitespace around keys and
-// values is trimmed. A key given twice takes the later value. Unknown keys
-// are an error that names them: a typo in a tuning key must not silently
-// leave the machine untuned. The image builder calls Parse at build time to
-// reject a bad file before it is baked in; the init calls it at boot, keeps
-// the valid lines, and reports the rest.
-//
-// Keys (default in brackets):
-//
-//	workload.path            [/workload] absolute path of the workload binary
-//	workload.args            [] arguments, split on spaces
-//	workload.env             [] extra environment, space-separated NAME=value pairs
-//	workload.port            [8080] TCP port; HOTPATH_PORT, and what readiness probes
-//	workload.cpus            [all] CPU list ("0-3", "0,2") or "all" (every online CPU); HOTPATH_CPUS
-//	ready.timeout            [30s] how long after the workload's first start to wait for it to accept on
-//	                            127.0.0.1:port; the boot report is printed then, accepting or not
-//	liveness.probe           [off] off, tcp (connect to the port), or an HTTP path ("/healthz": GET,
-//	                            any status below 500 is alive) probed once the workload is ready
-//	liveness.interval        [10s] time between liveness probes
-//	liveness.timeout         [2s] timeout of one liveness probe
-//	liveness.failures        [3] consecutive failed probes that make the init kill and restart the workload
-//	workload.user            [65534] numeric uid of the workload; 0 = root with every capability (instance.go)
-//	workload.group           [65534] numeric gid of the workload
-//	workload.caps            [auto] ambient capabilities of an unprivileged workload: auto (net_bind_service
-//	                            for a port below 1024), none, or a list such as net_bind_service,net_admin
-//	imds                     [auto] read user-data and identity from the EC2 metadata service (IMDSv2):
-//	                            auto (only when DMI says EC2), on, off
-//	time.ntp                 [169.254.169.123] NTP server (ip or ip:port; Amazon Time Sync), or off
-//	net.mode                 [dhcp] dhcp, static or off
-//	net.interface            [] primary interface; empty = first non-loopback Ethernet device
-//	net.address              [] static mode: address in CIDR form, e.g. 10.0.0.2/24
-//	net.gateway              [] static mode: default gateway (optional)
-//	net.mtu                  [0] MTU to set; 0 = from the DHCP lease (option 26) or unchanged
-//	net.dhcp_timeout         [5s] timeout of one DHCP exchange attempt
-//	net.dhcp_retries         [5] DHCP attempts before the step fails (then retried in the background)
-//	net.dhcp_backoff_max     [1m0s] cap of the back-off between background DHCP attempts after boot
-//	nic.channels             [0] combined channels; 0 = min(driver maximum, workload CPUs)
-//	nic.coalesce             [adaptive] adaptive (adaptive RX, static fallback), static, or off (leave as is)
-//	nic.rx_usecs             [20] static RX interrupt moderation in µs
-//	nic.tx_usecs             [64] static TX interrupt moderation in µs
-//	nic.gro                  [off] GRO on or off
-//	nic.irq_affinity         [on] bind queue IRQ i to workload CPU i
-//	nic.xps                  [on] XPS: tx queue i used by workload CPU i
-//	nic.rps                  [off] off: rps_cpus as nic.spread needs them (none with a queue per CPU);
-//	                            on leaves them as they are
-//	nic.spread               [rps] more workload CPUs than rx queues: rps steers each queue's flows to
-//	                            the CPUs sharing it; queues gives the workload only queue-owning CPUs
-//	nic.qdisc                [mq] mq (mq root, noqueue children) or keep
-//	sysctl.busy_poll         [50] net.core.busy_poll (µs)
-//	sysctl.busy_read         [50] net.core.busy_read (µs)
-//	sysctl.<dotted.name>     [] any other sysctl, e.g. sysctl.net.core.somaxconn=65535;
-//	                            overrides the built-in value of that sysctl
-//	supervise.backoff_min    [100ms] first restart delay; doubles per consecutive exit
-//	supervise.backoff_max    [30s] restart delay cap
-//	supervise.crashloop_exits  [5] exits within the window that make a crash loop
-//	supervise.crashloop_window [1m0s] crash-loop window; a run longer than this resets the back-off
-//	shutdown.grace           [10s] time between SIGTERM and SIGKILL at shutdown
-//	mgmt.port                [9100] management endpoint (/metrics /healthz /report); 0 = off
-//	mgmt.addr                [] address the management endpoint binds; empty = all addresses
-//	log.remote               [] syslog collector, udp://host:port or tcp://host:port; empty = console only
-//
-// Durations use Go syntax (100ms, 10s, 1m); booleans are on/off, true/false,
-// 1/0, yes/no.
+// The package documentation, with the key table, is in doc.go, generated
+// from Keys (go generate).
+
 package config
 
 import (
@@ -106,7 +41,7 @@ type Config struct {
 	LivenessTimeout  time.Duration
 	LivenessFailures int
 
-	NetMode        string // dhcp, static, off
+	NetMode        NetMode
 	NetInterface   string
 	NetAddress     netip.Prefix
 	NetGateway     netip.Addr
@@ -114,16 +49,7 @@ type Config struct {
 	DHCPTimeout    time.Duration
 	DHCPRetries    int
 	DHCPBackoffMax time.Duration
-	NICChannels    int
-	NICCoalesce    string // adaptive, static, off
-	NICRxUsecs     int
-	NICTxUsecs     int
-	NICGRO         bool
-	NICIRQAffinity bool
-	NICXPS         bool
-	NICRPS         bool
-	NICQdisc       string // mq, keep
-	NICSpread      string // rps, queues
+	NIC            NIC // nic.* (nic.go)
 
 	BusyPoll int
 	BusyRead int
@@ -152,9 +78,13 @@ type Key struct {
 }
 
 // Keys is the table of every fixed key (sysctl.<name> keys are open-ended
-// and handled beside it). It is the single source for parsing, defaults,
-// the effective-config map in the boot report, and documentation.
-var Keys = []Key{
+// and handled beside it), grouped by the part of the init that uses them.
+// It is the single source for parsing, defaults, the effective-config map
+// in the boot report, and the package documentation (KeyTable, doc.go).
+var Keys = slices.Concat(workloadKeys, instanceKeys, netKeys, nicKeys, systemKeys)
+
+// workloadKeys configure the workload's process and its probes.
+var workloadKeys = []Key{
 	{"workload.path", "/workload", "absolute path of the workload binary",
 		func(c *Config, v string) error {
 			if !path.IsAbs(v) {
@@ -177,10 +107,10 @@ var Keys = []Key{
 			c.WorkloadEnv = env
 			return nil
 		}, func(c *Config) string { return strings.Join(c.WorkloadEnv, " ") }},
-	{"workload.port", "8080", "TCP port of the workload (HOTPATH_PORT)",
+	{"workload.port", "8080", "TCP port; HOTPATH_PORT, and what readiness probes",
 		intSetter(func(c *Config) *int { return &c.WorkloadPort }, 1, 65535),
 		func(c *Config) string { return strconv.Itoa(c.WorkloadPort) }},
-	{"workload.cpus", "all", `CPU list or "all" (HOTPATH_CPUS)`,
+	{"workload.cpus", "all", "CPU list (\"0-3\", \"0,2\") or \"all\" (every online CPU); HOTPATH_CPUS",
 		func(c *Config, v string) error {
 			if v == "all" {
 				c.WorkloadCPUs = v
@@ -196,10 +126,12 @@ var Keys = []Key{
 			c.WorkloadCPUs = cpuset.FormatList(cpus)
 			return nil
 		}, func(c *Config) string { return c.WorkloadCPUs }},
-	{"ready.timeout", "30s", "how long to wait for the workload to accept",
+	{"ready.timeout", "30s", "how long after the workload's first start to wait for it to accept on " +
+		"127.0.0.1:port; the boot report is printed then, accepting or not",
 		durSetter(func(c *Config) *time.Duration { return &c.ReadyTimeout }),
 		func(c *Config) string { return c.ReadyTimeout.String() }},
-	{"liveness.probe", "off", "off, tcp, or an HTTP path to GET",
+	{"liveness.probe", "off", "off, tcp (connect to the port), or an HTTP path (\"/healthz\": GET, any status " +
+		"below 500 is alive) probed once the workload is ready",
 		func(c *Config, v string) error {
 			if v != "off" && v != "tcp" && (!strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n")) {
 				return fmt.Errorf("want off, tcp or an absolute HTTP path")
@@ -213,13 +145,27 @@ var Keys = []Key{
 	{"liveness.timeout", "2s", "timeout of one liveness probe",
 		durSetter(func(c *Config) *time.Duration { return &c.LivenessTimeout }),
 		func(c *Config) string { return c.LivenessTimeout.String() }},
-	{"liveness.failures", "3", "consecutive failed probes before a restart",
+	{"liveness.failures", "3", "consecutive failed probes that make the init kill and restart the workload",
 		intSetter(func(c *Config) *int { return &c.LivenessFailures }, 1, 1000),
 		func(c *Config) string { return strconv.Itoa(c.LivenessFailures) }},
+}
+
+// NetMode is net.mode: how the primary interface gets its address.
+type NetMode string
+
+// The values of net.mode.
+const (
+	NetDHCP   NetMode = "dhcp"   // DHCP, retried in the background after boot
+	NetStatic NetMode = "static" // net.address and net.gateway
+	NetOff    NetMode = "off"    // no address
+)
+
+// netKeys configure the address (package netconf).
+var netKeys = []Key{
 	{"net.mode", "dhcp", "dhcp, static or off",
-		oneOf(func(c *Config) *string { return &c.NetMode }, "dhcp", "static", "off"),
-		func(c *Config) string { return c.NetMode }},
-	{"net.interface", "", "primary interface; empty = first non-loopback Ethernet",
+		enum(func(c *Config) *NetMode { return &c.NetMode }, NetDHCP, NetStatic, NetOff),
+		func(c *Config) string { return string(c.NetMode) }},
+	{"net.interface", "", "primary interface; empty = first non-loopback Ethernet device",
 		func(c *Config, v string) error {
 			if len(v) > 15 || strings.ContainsAny(v, "/ ") {
 				return fmt.Errorf("not an interface name")
@@ -227,7 +173,7 @@ var Keys = []Key{
 			c.NetInterface = v
 			return nil
 		}, func(c *Config) string { return c.NetInterface }},
-	{"net.address", "", "static address in CIDR form",
+	{"net.address", "", "static mode: address in CIDR form, e.g. 10.0.0.2/24",
 		func(c *Config, v string) error {
 			if v == "" {
 				c.NetAddress = netip.Prefix{}
@@ -245,7 +191,7 @@ var Keys = []Key{
 			}
 			return c.NetAddress.String()
 		}},
-	{"net.gateway", "", "static default gateway",
+	{"net.gateway", "", "static mode: default gateway (optional)",
 		func(c *Config, v string) error {
 			if v == "" {
 				c.NetGateway = netip.Addr{}
@@ -263,55 +209,30 @@ var Keys = []Key{
 			}
 			return c.NetGateway.String()
 		}},
-	{"net.mtu", "0", "MTU; 0 = from the lease or unchanged",
+	{"net.mtu", "0", "MTU to set; 0 = from the DHCP lease (option 26) or unchanged",
 		intSetter(func(c *Config) *int { return &c.NetMTU }, 0, 65535),
 		func(c *Config) string { return strconv.Itoa(c.NetMTU) }},
-	{"net.dhcp_timeout", "5s", "timeout of one DHCP attempt",
+	{"net.dhcp_timeout", "5s", "timeout of one DHCP exchange attempt",
 		durSetter(func(c *Config) *time.Duration { return &c.DHCPTimeout }),
 		func(c *Config) string { return c.DHCPTimeout.String() }},
-	{"net.dhcp_retries", "5", "DHCP attempts",
+	{"net.dhcp_retries", "5", "DHCP attempts before the step fails (then retried in the background)",
 		intSetter(func(c *Config) *int { return &c.DHCPRetries }, 1, 1000),
 		func(c *Config) string { return strconv.Itoa(c.DHCPRetries) }},
-	{"net.dhcp_backoff_max", "1m0s", "cap of the back-off between background DHCP attempts",
+	{"net.dhcp_backoff_max", "1m0s", "cap of the back-off between background DHCP attempts after boot",
 		durSetter(func(c *Config) *time.Duration { return &c.DHCPBackoffMax }),
 		func(c *Config) string { return c.DHCPBackoffMax.String() }},
-	{"nic.channels", "0", "combined channels; 0 = min(max, workload CPUs)",
-		intSetter(func(c *Config) *int { return &c.NICChannels }, 0, 4096),
-		func(c *Config) string { return strconv.Itoa(c.NICChannels) }},
-	{"nic.coalesce", "adaptive", "adaptive, static or off",
-		oneOf(func(c *Config) *string { return &c.NICCoalesce }, "adaptive", "static", "off"),
-		func(c *Config) string { return c.NICCoalesce }},
-	{"nic.rx_usecs", "20", "static RX interrupt moderation (µs)",
-		intSetter(func(c *Config) *int { return &c.NICRxUsecs }, 0, 100000),
-		func(c *Config) string { return strconv.Itoa(c.NICRxUsecs) }},
-	{"nic.tx_usecs", "64", "static TX interrupt moderation (µs)",
-		intSetter(func(c *Config) *int { return &c.NICTxUsecs }, 0, 100000),
-		func(c *Config) string { return strconv.Itoa(c.NICTxUsecs) }},
-	{"nic.gro", "off", "GRO on or off",
-		boolSetter(func(c *Config) *bool { return &c.NICGRO }),
-		func(c *Config) string { return onOff(c.NICGRO) }},
-	{"nic.irq_affinity", "on", "queue IRQ i -> workload CPU i",
-		boolSetter(func(c *Config) *bool { return &c.NICIRQAffinity }),
-		func(c *Config) string { return onOff(c.NICIRQAffinity) }},
-	{"nic.xps", "on", "XPS tx queue i -> workload CPU i",
-		boolSetter(func(c *Config) *bool { return &c.NICXPS }),
-		func(c *Config) string { return onOff(c.NICXPS) }},
-	{"nic.rps", "off", "off clears rps_cpus; on leaves them",
-		boolSetter(func(c *Config) *bool { return &c.NICRPS }),
-		func(c *Config) string { return onOff(c.NICRPS) }},
-	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
-		oneOf(func(c *Config) *string { return &c.NICQdisc }, "mq", "keep"),
-		func(c *Config) string { return c.NICQdisc }},
-	{"nic.spread", "rps", "more CPUs than queues: rps (steer to every CPU) or queues (only queue CPUs)",
-		oneOf(func(c *Config) *string { return &c.NICSpread }, "rps", "queues"),
-		func(c *Config) string { return c.NICSpread }},
+}
+
+// systemKeys configure the sysctls, the supervisor, shutdown and the
+// management endpoint.
+var systemKeys = []Key{
 	{"sysctl.busy_poll", "50", "net.core.busy_poll (µs)",
 		intSetter(func(c *Config) *int { return &c.BusyPoll }, 0, 1000000),
 		func(c *Config) string { return strconv.Itoa(c.BusyPoll) }},
 	{"sysctl.busy_read", "50", "net.core.busy_read (µs)",
 		intSetter(func(c *Config) *int { return &c.BusyRead }, 0, 1000000),
 		func(c *Config) string { return strconv.Itoa(c.BusyRead) }},
-	{"supervise.backoff_min", "100ms", "first restart delay",
+	{"supervise.backoff_min", "100ms", "first restart delay; doubles per consecutive exit",
 		durSetter(func(c *Config) *time.Duration { return &c.BackoffMin }),
 		func(c *Config) string { return c.BackoffMin.String() }},
 	{"supervise.backoff_max", "30s", "restart delay cap",
@@ -320,16 +241,16 @@ var Keys = []Key{
 	{"supervise.crashloop_exits", "5", "exits within the window that make a crash loop",
 		intSetter(func(c *Config) *int { return &c.CrashLoopExits }, 1, 1000000),
 		func(c *Config) string { return strconv.Itoa(c.CrashLoopExits) }},
-	{"supervise.crashloop_window", "1m0s", "crash-loop window",
+	{"supervise.crashloop_window", "1m0s", "crash-loop window; a run longer than this resets the back-off",
 		durSetter(func(c *Config) *time.Duration { return &c.CrashLoopWindow }),
 		func(c *Config) string { return c.CrashLoopWindow.String() }},
-	{"shutdown.grace", "10s", "SIGTERM to SIGKILL",
+	{"shutdown.grace", "10s", "time between SIGTERM and SIGKILL at shutdown",
 		durSetter(func(c *Config) *time.Duration { return &c.ShutdownGrace }),
 		func(c *Config) string { return c.ShutdownGrace.String() }},
-	{"mgmt.port", "9100", "management endpoint port (/metrics /healthz /report); 0 = off",
+	{"mgmt.port", "9100", "management endpoint (/metrics /healthz /report); 0 = off",
 		intSetter(func(c *Config) *int { return &c.MgmtPort }, 0, 65535),
 		func(c *Config) string { return strconv.Itoa(c.MgmtPort) }},
-	{"mgmt.addr", "", "address of the management endpoint; empty = all addresses",
+	{"mgmt.addr", "", "address the management endpoint binds; empty = all addresses",
 		func(c *Config, v string) error {
 			if v != "" {
 				if _, err := netip.ParseAddr(v); err != nil {
@@ -339,7 +260,7 @@ var Keys = []Key{
 			c.MgmtAddr = v
 			return nil
 		}, func(c *Config) string { return c.MgmtAddr }},
-	{"log.remote", "", "syslog collector: udp://host:port or tcp://host:port; empty = console only",
+	{"log.remote", "", "syslog collector, udp://host:port or tcp://host:port; empty = console only",
 		func(c *Config, v string) error {
 			if v != "" {
 				if _, err := logship.ParseRemote(v); err != nil {
@@ -596,12 +517,18 @@ func boolSetter(f func(*Config) *bool) func(*Config, string) error {
 	}
 }
 
-func oneOf(f func(*Config) *string, allowed ...string) func(*Config, string) error {
+// enum sets a key whose values are the typed constants allowed, so that
+// the parser and the package that acts on the value share one list.
+func enum[T ~string](f func(*Config) *T, allowed ...T) func(*Config, string) error {
 	return func(c *Config, v string) error {
-		if !slices.Contains(allowed, v) {
-			return fmt.Errorf("want one of %s", strings.Join(allowed, ", "))
+		if !slices.Contains(allowed, T(v)) {
+			names := make([]string, len(allowed))
+			for i, a := range allowed {
+				names[i] = string(a)
+			}
+			return fmt.Errorf("want one of %s", strings.Join(names, ", "))
 		}
-		*f(c) = v
+		*f(c) = T(v)
 		return nil
 	}
 }
@@ -616,7 +543,7 @@ func onOff(b bool) string {
 // Validate checks relations between keys that no single key can check.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.NetMode == "static" && !c.NetAddress.IsValid() {
+	if c.NetMode == NetStatic && !c.NetAddress.IsValid() {
 		errs = append(errs, fmt.Errorf("config: net.mode=static needs net.address"))
 	}
 	if c.BackoffMax < c.BackoffMin {

@@ -14,16 +14,44 @@ import (
 // Config.
 type Instance struct {
 	IMDS string // imds: auto, on, off
-	NTP  string // time.ntp: an address (host[:port]) or "off"
+	NTP  string // time.ntp: NTPAuto, NTPOn, NTPOff or an address (ip[:port]); see NTPServer
 
 	WorkloadUID  int
 	WorkloadGID  int
 	WorkloadCaps string // workload.caps: "auto", "none" or a list of names
 }
 
-// DefaultNTP is Amazon Time Sync, reachable from every EC2 instance at a
-// link-local address.
-const DefaultNTP = "169.254.169.123"
+// AmazonTimeSync is the NTP address of Amazon Time Sync, reachable from
+// every EC2 instance at a link-local address.
+const AmazonTimeSync = "169.254.169.123"
+
+// The keywords time.ntp takes besides a server address.
+const (
+	NTPAuto = "auto" // Amazon Time Sync on EC2, no time sync elsewhere
+	NTPOn   = "on"   // Amazon Time Sync whatever the platform says
+	NTPOff  = "off"  // no time sync
+)
+
+// NTPServer decides which NTP server the init follows, given whether the
+// platform is EC2 (imds.Detect): "" for none, and why, for the report.
+// Amazon Time Sync answers only inside EC2, so by default (auto) a boot
+// elsewhere (QEMU, bare metal, another cloud) asks nothing and logs no
+// failure; on forces it (an EC2 instance DMI does not recognise), and an
+// address is followed on every platform.
+func (in *Instance) NTPServer(ec2 bool) (server, why string) {
+	switch in.NTP {
+	case NTPOff:
+		return "", "time.ntp=off"
+	case NTPOn:
+		return AmazonTimeSync, "time.ntp=on: Amazon Time Sync"
+	case NTPAuto:
+		if ec2 {
+			return AmazonTimeSync, "time.ntp=auto on EC2: Amazon Time Sync"
+		}
+		return "", "time.ntp=auto and not EC2: Amazon Time Sync answers only there"
+	}
+	return in.NTP, "time.ntp=" + in.NTP
+}
 
 // CapNames maps the capability names workload.caps accepts (without the
 // CAP_ prefix, lower case) to their numbers (linux/capability.h). Only
@@ -41,13 +69,14 @@ var CapNames = map[string]int{
 }
 
 var instanceKeys = []Key{
-	{"workload.user", "65534", "numeric uid the workload runs as; 0 = root with every capability",
+	{"workload.user", "65534", "numeric uid of the workload; 0 = root with every capability",
 		intSetter(func(c *Config) *int { return &c.WorkloadUID }, 0, 1<<31-1),
 		func(c *Config) string { return strconv.Itoa(c.WorkloadUID) }},
-	{"workload.group", "65534", "numeric gid the workload runs as",
+	{"workload.group", "65534", "numeric gid of the workload",
 		intSetter(func(c *Config) *int { return &c.WorkloadGID }, 0, 1<<31-1),
 		func(c *Config) string { return strconv.Itoa(c.WorkloadGID) }},
-	{"workload.caps", "auto", "ambient capabilities of an unprivileged workload: auto, none, or a list",
+	{"workload.caps", "auto", "ambient capabilities of an unprivileged workload: auto (net_bind_service for a " +
+		"port below 1024), none, or a list such as net_bind_service,net_admin",
 		func(c *Config, v string) error {
 			if v == "auto" || v == "none" {
 				c.WorkloadCaps = v
@@ -60,12 +89,14 @@ var instanceKeys = []Key{
 			c.WorkloadCaps = strings.Join(names, ",")
 			return nil
 		}, func(c *Config) string { return c.WorkloadCaps }},
-	{"imds", "auto", "read the EC2 metadata service: auto (when DMI says EC2), on, off",
-		oneOf(func(c *Config) *string { return &c.IMDS }, "auto", "on", "off"),
+	{"imds", "auto", "read user-data and identity from the EC2 metadata service (IMDSv2): auto (only when DMI " +
+		"says EC2), on, off",
+		enum(func(c *Config) *string { return &c.IMDS }, "auto", "on", "off"),
 		func(c *Config) string { return c.IMDS }},
-	{"time.ntp", DefaultNTP, "NTP server address (ip or ip:port), or off",
+	{"time.ntp", NTPAuto, "auto (Amazon Time Sync when DMI says EC2, else none), on (Amazon Time Sync " +
+		"anywhere), off, or an NTP server (ip or ip:port) to follow anywhere",
 		func(c *Config, v string) error {
-			if v == "off" {
+			if v == NTPAuto || v == NTPOn || v == NTPOff {
 				c.NTP = v
 				return nil
 			}
@@ -78,8 +109,6 @@ var instanceKeys = []Key{
 			return nil
 		}, func(c *Config) string { return c.NTP }},
 }
-
-func init() { Keys = append(Keys, instanceKeys...) }
 
 // parseCaps reads a comma- or space-separated list of capability names
 // (case-insensitive, CAP_ prefix optional), sorted and without duplicates.

@@ -39,8 +39,20 @@ func TestApplyUserData(t *testing.T) {
 			name: "refused keys, the rest applies", data: []byte("net.mode=static\nnic.gro=on\nimds=off\nworkload.port=9090\n"),
 			status: report.UserDataApplied, applied: []string{"workload.port"}, refused: []string{"imds", "net.mode", "nic.gro"},
 			check: func(t *testing.T, c Config) {
-				if c.NetMode != "dhcp" || c.NICGRO || c.IMDS != "auto" || c.WorkloadPort != 9090 {
+				if c.NetMode != "dhcp" || c.NIC.GRO || c.IMDS != "auto" || c.WorkloadPort != 9090 {
 					t.Errorf("refused keys changed the configuration: %+v", c)
+				}
+			},
+		},
+		{
+			// The NIC's queue IRQs and XPS are bound to the CPU list before
+			// the network brings user-data: another list would give workers
+			// connections steered to other CPUs.
+			name: "workload.cpus refused", data: []byte("workload.cpus=0\nworkload.port=9090\n"),
+			status: report.UserDataApplied, applied: []string{"workload.port"}, refused: []string{"workload.cpus"},
+			check: func(t *testing.T, c Config) {
+				if c.WorkloadCPUs != "all" {
+					t.Errorf("workload.cpus from user-data took effect: %q", c.WorkloadCPUs)
 				}
 			},
 		},
@@ -146,7 +158,7 @@ func TestSources(t *testing.T) {
 
 func TestInstanceKeys(t *testing.T) {
 	c := Default()
-	if c.IMDS != "auto" || c.NTP != DefaultNTP || c.WorkloadUID != 65534 || c.WorkloadGID != 65534 || c.WorkloadCaps != "auto" {
+	if c.IMDS != "auto" || c.NTP != NTPAuto || c.WorkloadUID != 65534 || c.WorkloadGID != 65534 || c.WorkloadCaps != "auto" {
 		t.Fatalf("defaults %+v", c.Instance)
 	}
 	if caps := c.WorkloadCapList(); caps != nil {
@@ -175,10 +187,42 @@ func TestInstanceKeys(t *testing.T) {
 		}
 	}
 	for _, good := range []struct{ k, v string }{
-		{"time.ntp", "off"}, {"time.ntp", "10.1.2.3"}, {"time.ntp", "[fd00::1]:123"}, {"time.ntp", "fd00::1"}, {"imds", "on"},
+		{"time.ntp", "off"}, {"time.ntp", "auto"}, {"time.ntp", "on"}, {"time.ntp", "10.1.2.3"}, {"time.ntp", "[fd00::1]:123"}, {"time.ntp", "fd00::1"}, {"imds", "on"},
 	} {
 		if err := c.Set(good.k, good.v); err != nil {
 			t.Errorf("%s=%q: %v", good.k, good.v, err)
 		}
+	}
+}
+
+// TestNTPServer: time.ntp=auto follows Amazon Time Sync on EC2 only, on
+// forces it, off and an address mean what they say on any platform.
+func TestNTPServer(t *testing.T) {
+	for _, tc := range []struct {
+		ntp       string
+		ec2       bool
+		server    string
+		whySubstr string
+	}{
+		{NTPAuto, true, AmazonTimeSync, "auto on EC2"},
+		{NTPAuto, false, "", "not EC2"},
+		{NTPOn, false, AmazonTimeSync, "time.ntp=on"},
+		{NTPOn, true, AmazonTimeSync, "time.ntp=on"},
+		{NTPOff, true, "", "time.ntp=off"},
+		{NTPOff, false, "", "time.ntp=off"},
+		{"10.0.0.1:123", false, "10.0.0.1:123", "time.ntp=10.0.0.1:123"},
+		{"10.0.0.1", true, "10.0.0.1", "time.ntp=10.0.0.1"},
+	} {
+		c := Default()
+		if err := c.Set("time.ntp", tc.ntp); err != nil {
+			t.Fatal(err)
+		}
+		server, why := c.NTPServer(tc.ec2)
+		if server != tc.server || !strings.Contains(why, tc.whySubstr) {
+			t.Errorf("time.ntp=%s ec2=%v: %q (%s), want %q (%s)", tc.ntp, tc.ec2, server, why, tc.server, tc.whySubstr)
+		}
+	}
+	if d := Default(); d.NTP != NTPAuto {
+		t.Errorf("default time.ntp=%s, want auto", d.NTP)
 	}
 }

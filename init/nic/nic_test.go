@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/safchain/ethtool"
@@ -484,18 +485,18 @@ func stepNamed(t *testing.T, steps []boot.Step, name string) boot.Step {
 // and the XPS and RPS masks cover exactly the workload's CPUs.
 func TestSpread(t *testing.T) {
 	for _, tc := range []struct {
-		spread   string
+		spread   config.Spread
 		cpus     []int
 		nq       int
 		mode     string
 		workload string
 		rps, xps []string
 	}{
-		{SpreadRPS, []int{0, 1, 2, 3}, 2, "rps", "0-3", []string{"5", "a"}, []string{"5", "a"}},
-		{SpreadQueues, []int{0, 1, 2, 3}, 2, "queues", "0-1", []string{"0", "0"}, []string{"1", "2"}},
-		{SpreadRPS, []int{2, 3}, 2, "queue-per-cpu", "2-3", []string{"0", "0"}, []string{"4", "8"}},
-		{SpreadRPS, []int{0, 1, 2}, 1, "rps", "0-2", []string{"7"}, nil},
-		{SpreadQueues, []int{0, 1, 2}, 1, "queues", "0", []string{"0"}, nil},
+		{config.SpreadRPS, []int{0, 1, 2, 3}, 2, "rps", "0-3", []string{"5", "a"}, []string{"5", "a"}},
+		{config.SpreadQueues, []int{0, 1, 2, 3}, 2, "queues", "0-1", []string{"0", "0"}, []string{"1", "2"}},
+		{config.SpreadRPS, []int{2, 3}, 2, "queue-per-cpu", "2-3", []string{"0", "0"}, []string{"4", "8"}},
+		{config.SpreadRPS, []int{0, 1, 2}, 1, "rps", "0-2", []string{"7"}, nil},
+		{config.SpreadQueues, []int{0, 1, 2}, 1, "queues", "0", []string{"0"}, nil},
 	} {
 		t.Run(fmt.Sprintf("%s-%dcpu-%dq", tc.spread, len(tc.cpus), tc.nq), func(t *testing.T) {
 			ft := newTree(t)
@@ -610,7 +611,7 @@ func TestCoalesceVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			et := &roundingEthtool{fakeEthtool: fakeEthtool{}, res: tc.res, forceDIMOn: tc.forceOn, keepDIMOff: tc.keepOff}
 			opt := defaultOpts()
-			opt.Coalesce, opt.RxUsecs, opt.TxUsecs = tc.mode, tc.rx, tc.tx
+			opt.Coalesce, opt.RxUsecs, opt.TxUsecs = config.Coalesce(tc.mode), tc.rx, tc.tx
 			tu := &Tuner{Link: Link{Name: "eth0", Driver: "ena"}, Ethtool: et, Opt: opt}
 			r := boot.RunOne(context.Background(), stepNamed(t, tu.Steps(), "nic-coalesce"))
 			if r.Status != tc.status {

@@ -11,35 +11,16 @@ import (
 	"strings"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 )
 
-// Options are the tunings to apply (from the init configuration).
-type Options struct {
-	Channels    int    // 0 = min(max, len(CPUs))
-	Coalesce    string // adaptive, static, off
-	RxUsecs     int
-	TxUsecs     int
-	GRO         bool
-	IRQAffinity bool
-	XPS         bool
-	RPS         bool   // true leaves rps_cpus alone
-	Qdisc       string // mq, keep
-	// Spread is what happens when the workload has more CPUs than the NIC
-	// has rx queues: "rps" (the default) keeps every CPU and steers each
-	// queue's flows across the CPUs that share it with RPS, so every
-	// worker receives connections; "queues" gives the workload only the
-	// CPUs that own a queue. See SpreadStep.
-	Spread string
-}
-
-// Spread modes.
-const (
-	SpreadRPS    = "rps"
-	SpreadQueues = "queues"
-)
+// Options are the tunings to apply: the nic.* keys of the init
+// configuration, whose allowed values (config.Coalesce, config.Qdisc,
+// config.Spread) the parser and these steps share. See config.NIC.
+type Options = config.NIC
 
 // Tuner holds what the NIC steps share.
 type Tuner struct {
@@ -51,6 +32,10 @@ type Tuner struct {
 	Ethtool  Ethtool
 	Netlink  Netlink
 	Opt      Options
+	// Files reads and writes the sysfs and procfs attributes; nil is the
+	// real files. Tests give a fake kernel that refuses and normalises
+	// writes as the kernel does.
+	Files Files
 
 	// work is the workload's CPU list once nic-spread ran (CPUs before).
 	work []int
@@ -60,34 +45,48 @@ type Tuner struct {
 // (it re-creates queues and IRQs), the spread decision (it needs the queue
 // count), link up, interrupt moderation after link-up (a driver may reset
 // it when the device opens: ena_up() re-enables DIM since Linux 6.9), then
-// the per-queue settings.
+// the per-queue settings. The steps a device reset or a link down/up can
+// undo are marked Reapply (new interrupt vectors lose their affinity, a
+// driver re-enables its own moderation, queues come back with default
+// XPS/RPS); channels and the spread decision are not: the workload's CPUs
+// are fixed for its lifetime.
 func (t *Tuner) Steps() []boot.Step {
 	return []boot.Step{
-		{Name: "nic-channels", Apply: t.applyChannels, Verify: t.verifyChannels},
+		planned("nic-channels", false, t.applyChannels, t.verifyChannels),
 		{Name: "nic-spread", Apply: t.applySpread},
-		{Name: "nic-gro", Apply: t.applyGRO, Verify: t.verifyGRO},
+		{Name: "nic-gro", Apply: t.applyGRO, Verify: t.verifyGRO, Reapply: true},
 		{Name: "nic-link-up", Apply: t.applyLinkUp, Verify: t.verifyLinkUp},
-		{Name: "nic-coalesce", Apply: t.applyCoalesce, Verify: t.verifyCoalesce},
-		{Name: "nic-qdisc", Apply: t.applyQdisc, Verify: t.verifyQdisc},
-		{Name: "nic-irq-affinity", Apply: t.applyIRQ, Verify: t.verifyIRQ},
-		{Name: "nic-xps", Apply: t.applyXPS, Verify: t.verifyXPS},
-		{Name: "nic-rps", Apply: t.applyRPS, Verify: t.verifyRPS},
+		planned("nic-coalesce", true, t.applyCoalesce, t.verifyCoalesce),
+		planned("nic-qdisc", true, t.applyQdisc, t.verifyQdisc),
+		{Name: "nic-irq-affinity", Apply: t.applyIRQ, Verify: t.verifyIRQ, Reapply: true},
+		{Name: "nic-xps", Apply: t.applyXPS, Verify: t.verifyXPS, Reapply: true},
+		{Name: "nic-rps", Apply: t.applyRPS, Verify: t.verifyRPS, Reapply: true},
 	}
 }
 
-// ReapplySteps are the steps a device reset or a link down/up can undo
-// (new interrupt vectors lose their affinity, a driver re-enables its own
-// moderation, queues come back with default XPS/RPS), to run again on a
-// link change. Channels and the spread decision stay: the workload's CPUs
-// are fixed for its lifetime.
+// planned makes a step whose apply settles a plan of type P (what it set,
+// or found already set) that its verify then checks: apply and verify
+// share a typed value, never the report's strings. Each apply starts from
+// a zero plan, so that a step run again decides afresh.
+func planned[P any](name string, reapply bool, apply, verify func(*P, boot.Detail) error) boot.Step {
+	p := new(P)
+	return boot.Step{Name: name, Reapply: reapply,
+		Apply: func(_ context.Context, d boot.Detail) error {
+			var zero P
+			*p = zero
+			return apply(p, d)
+		},
+		Verify: func(_ context.Context, d boot.Detail) error { return verify(p, d) }}
+}
+
+// ReapplySteps are the steps marked Reapply, in boot order: what to run
+// again on a link change.
 func (t *Tuner) ReapplySteps() []boot.Step {
 	var out []boot.Step
 	for _, s := range t.Steps() {
-		switch s.Name {
-		case "nic-channels", "nic-spread", "nic-link-up":
-			continue
+		if s.Reapply {
+			out = append(out, s)
 		}
-		out = append(out, s)
 	}
 	return out
 }
@@ -128,12 +127,12 @@ func (t *Tuner) applySpread(_ context.Context, d boot.Detail) error {
 		return nil
 	}
 	switch t.Opt.Spread {
-	case SpreadQueues:
+	case config.SpreadQueues:
 		t.work = slices.Clone(t.CPUs[:n])
-		d["mode"] = SpreadQueues
+		d["mode"] = string(config.SpreadQueues)
 		d["workload_cpus"] = cpuset.FormatList(t.work)
 	default:
-		d["mode"] = SpreadRPS
+		d["mode"] = string(config.SpreadRPS)
 		d["workload_cpus"] = cpuset.FormatList(t.CPUs)
 	}
 	return nil
@@ -169,7 +168,13 @@ func (t *Tuner) wantChannels(c ethtool.Channels) (rx, tx, combined uint32) {
 	return min(n, c.MaxRx), min(n, c.MaxTx), c.CombinedCount
 }
 
-func (t *Tuner) applyChannels(_ context.Context, d boot.Detail) error {
+// channelsPlan is the channel count nic-channels settled on: its verify
+// reads the driver's count back against it.
+type channelsPlan struct {
+	combined uint32
+}
+
+func (t *Tuner) applyChannels(p *channelsPlan, d boot.Detail) error {
 	c, err := t.Ethtool.GetChannels(t.Link.Name)
 	if unsupported(err) {
 		return boot.Skip("driver %s does not report channels (%v)", t.Link.Driver, err)
@@ -178,6 +183,7 @@ func (t *Tuner) applyChannels(_ context.Context, d boot.Detail) error {
 		return fmt.Errorf("ethtool get channels %s: %w", t.Link.Name, err)
 	}
 	rx, tx, comb := t.wantChannels(c)
+	p.combined = comb
 	d["max_combined"] = strconv.Itoa(int(c.MaxCombined))
 	d["combined"] = strconv.Itoa(int(comb))
 	if c.MaxCombined == 0 {
@@ -201,13 +207,13 @@ func (t *Tuner) applyChannels(_ context.Context, d boot.Detail) error {
 	return nil
 }
 
-func (t *Tuner) verifyChannels(_ context.Context, d boot.Detail) error {
+func (t *Tuner) verifyChannels(p *channelsPlan, _ boot.Detail) error {
 	c, err := t.Ethtool.GetChannels(t.Link.Name)
 	if err != nil {
 		return fmt.Errorf("ethtool get channels %s: %w", t.Link.Name, err)
 	}
-	if strconv.Itoa(int(c.CombinedCount)) != d["combined"] {
-		return fmt.Errorf("combined channels %d, want %s", c.CombinedCount, d["combined"])
+	if c.CombinedCount != p.combined {
+		return fmt.Errorf("combined channels %d, want %d", c.CombinedCount, p.combined)
 	}
 	return nil
 }
@@ -227,8 +233,8 @@ func (t *Tuner) verifyChannels(_ context.Context, d boot.Detail) error {
 // moderation saves; and ENA re-enables adaptive moderation itself at every
 // open and reset since Linux 6.9, so adaptive is the one setting that a
 // device reset does not silently undo. Static stays one key away.
-func (t *Tuner) applyCoalesce(_ context.Context, d boot.Detail) error {
-	if t.Opt.Coalesce == "off" {
+func (t *Tuner) applyCoalesce(p *coalescePlan, d boot.Detail) error {
+	if t.Opt.Coalesce == config.CoalesceOff {
 		return boot.Skip("nic.coalesce=off")
 	}
 	cur, err := t.Ethtool.GetCoalesce(t.Link.Name)
@@ -239,11 +245,12 @@ func (t *Tuner) applyCoalesce(_ context.Context, d boot.Detail) error {
 		return fmt.Errorf("ethtool get coalesce %s: %w", t.Link.Name, err)
 	}
 	var adaptiveErr error
-	if t.Opt.Coalesce == "adaptive" {
+	if t.Opt.Coalesce == config.CoalesceAdaptive {
 		c := cur
 		c.UseAdaptiveRxCoalesce = 1
 		_, err := t.Ethtool.SetCoalesce(t.Link.Name, c)
 		if err == nil {
+			p.adaptive = true
 			d["mode"] = "adaptive-rx"
 			return nil
 		}
@@ -253,10 +260,10 @@ func (t *Tuner) applyCoalesce(_ context.Context, d boot.Detail) error {
 		adaptiveErr = err
 		d["adaptive_rx"] = "unsupported: " + err.Error()
 	}
+	p.rx, p.tx = uint32(t.Opt.RxUsecs), uint32(t.Opt.TxUsecs)
 	c := cur
 	c.UseAdaptiveRxCoalesce = 0
-	c.RxCoalesceUsecs = uint32(t.Opt.RxUsecs)
-	c.TxCoalesceUsecs = uint32(t.Opt.TxUsecs)
+	c.RxCoalesceUsecs, c.TxCoalesceUsecs = p.rx, p.tx
 	if _, err := t.Ethtool.SetCoalesce(t.Link.Name, c); err != nil {
 		if unsupported(err) {
 			if adaptiveErr != nil {
@@ -270,16 +277,23 @@ func (t *Tuner) applyCoalesce(_ context.Context, d boot.Detail) error {
 	return nil
 }
 
+// coalescePlan is the moderation nic-coalesce set: adaptive RX, or the
+// static values.
+type coalescePlan struct {
+	adaptive bool
+	rx, tx   uint32 // static µs, as asked (the device may round them)
+}
+
 // verifyCoalesce reads the moderation back. Static values are compared
 // as the device rounds them: ENA stores usecs / intr_delay_resolution and
 // reports the quotient times the resolution, so 20 µs on a device with a
 // resolution of 8 reads back 16 (see RoundsTo).
-func (t *Tuner) verifyCoalesce(_ context.Context, d boot.Detail) error {
+func (t *Tuner) verifyCoalesce(p *coalescePlan, d boot.Detail) error {
 	got, err := t.Ethtool.GetCoalesce(t.Link.Name)
 	if err != nil {
 		return fmt.Errorf("ethtool get coalesce %s: %w", t.Link.Name, err)
 	}
-	if d["mode"] == "adaptive-rx" {
+	if p.adaptive {
 		if got.UseAdaptiveRxCoalesce != 1 {
 			return fmt.Errorf("adaptive-rx reads %d after setting it", got.UseAdaptiveRxCoalesce)
 		}
@@ -294,7 +308,7 @@ func (t *Tuner) verifyCoalesce(_ context.Context, d boot.Detail) error {
 	for _, v := range []struct {
 		what      string
 		want, got uint32
-	}{{"rx-usecs", uint32(t.Opt.RxUsecs), got.RxCoalesceUsecs}, {"tx-usecs", uint32(t.Opt.TxUsecs), got.TxCoalesceUsecs}} {
+	}{{"rx-usecs", p.rx, got.RxCoalesceUsecs}, {"tx-usecs", p.tx, got.TxCoalesceUsecs}} {
 		if !RoundsTo(v.want, v.got) {
 			errs = append(errs, fmt.Errorf("%s reads %d, want %d (or %d rounded down to the device's resolution)", v.what, v.got, v.want, v.want))
 		} else if v.got != v.want {
@@ -377,8 +391,8 @@ func (t *Tuner) verifyLinkUp(context.Context, boot.Detail) error {
 // net.core.default_qdisc (noqueue, set by the sysctl steps): no qdisc lock
 // on transmit. A single-queue device cannot have mq; its root is the
 // default qdisc itself, noqueue.
-func (t *Tuner) applyQdisc(_ context.Context, d boot.Detail) error {
-	if t.Opt.Qdisc == "keep" {
+func (t *Tuner) applyQdisc(p *qdiscPlan, d boot.Detail) error {
+	if t.Opt.Qdisc == config.QdiscKeep {
 		return boot.Skip("nic.qdisc=keep")
 	}
 	txq, err := Queues(t.SysRoot, t.Link.Name, "tx")
@@ -393,6 +407,7 @@ func (t *Tuner) applyQdisc(_ context.Context, d boot.Detail) error {
 	if len(txq) <= 1 {
 		want = "noqueue"
 	}
+	p.root = want
 	d["want"] = want
 	if root == want && (want == "noqueue" || allNoqueue(children)) {
 		d["changed"] = "no"
@@ -414,15 +429,20 @@ func allNoqueue(kinds []string) bool {
 	return len(kinds) > 0
 }
 
-func (t *Tuner) verifyQdisc(_ context.Context, d boot.Detail) error {
+// qdiscPlan is the root qdisc nic-qdisc settled on.
+type qdiscPlan struct {
+	root string // mq, or noqueue on a single-queue device
+}
+
+func (t *Tuner) verifyQdisc(p *qdiscPlan, d boot.Detail) error {
 	root, children, err := t.Netlink.Qdiscs(t.Link.Name)
 	if err != nil {
 		return fmt.Errorf("qdisc list %s: %w", t.Link.Name, err)
 	}
 	d["root"] = root
 	d["children"] = strings.Join(children, ",")
-	if root != d["want"] {
-		return fmt.Errorf("root qdisc %s, want %s", root, d["want"])
+	if root != p.root {
+		return fmt.Errorf("root qdisc %s, want %s", root, p.root)
 	}
 	if root == "mq" && !allNoqueue(children) {
 		return fmt.Errorf("mq children %v, want noqueue (is net.core.default_qdisc noqueue?)", children)
@@ -462,7 +482,7 @@ func (t *Tuner) applyIRQ(_ context.Context, d boot.Detail) error {
 	var errs []error
 	for _, q := range irqs {
 		p := filepath.Join(t.ProcRoot, "irq", strconv.Itoa(q.IRQ), "smp_affinity_list")
-		if err := writeExisting(p, strconv.Itoa(cpu[q.IRQ])); err != nil {
+		if err := t.writeAttr(p, strconv.Itoa(cpu[q.IRQ])); err != nil {
 			errs = append(errs, fmt.Errorf("irq %d (%s) -> cpu %d: %w", q.IRQ, q.Name, cpu[q.IRQ], err))
 			continue
 		}
@@ -478,7 +498,7 @@ func (t *Tuner) verifyIRQ(context.Context, boot.Detail) error {
 	}
 	var errs []error
 	for _, q := range irqs {
-		got, err := os.ReadFile(filepath.Join(t.ProcRoot, "irq", strconv.Itoa(q.IRQ), "smp_affinity_list"))
+		got, err := t.files().ReadFile(filepath.Join(t.ProcRoot, "irq", strconv.Itoa(q.IRQ), "smp_affinity_list"))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -490,16 +510,39 @@ func (t *Tuner) verifyIRQ(context.Context, boot.Detail) error {
 	return errors.Join(errs...)
 }
 
-// writeExisting writes a sysfs/procfs attribute that must already exist:
-// a missing file is a skip, not a file to create.
-func writeExisting(p, v string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+// Files is the sysfs and procfs attribute access of the steps.
+type Files interface {
+	ReadFile(name string) ([]byte, error)
+	// WriteFile writes an attribute that must already exist: a missing
+	// file is an error, never a file to create.
+	WriteFile(name string, data []byte) error
+}
+
+// OSFiles are the real attributes.
+type OSFiles struct{}
+
+// ReadFile is os.ReadFile.
+func (OSFiles) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// WriteFile writes data to the existing file name in one write, as the
+// kernel's attribute store functions expect.
+func (OSFiles) WriteFile(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}
-	_, werr := f.WriteString(v)
+	_, werr := f.Write(data)
 	return errors.Join(werr, f.Close())
 }
+
+func (t *Tuner) files() Files {
+	if t.Files == nil {
+		return OSFiles{}
+	}
+	return t.Files
+}
+
+func (t *Tuner) writeAttr(p, v string) error { return t.files().WriteFile(p, []byte(v)) }
 
 func (t *Tuner) queueFile(kind string, q int, attr string) string {
 	return filepath.Join(t.SysRoot, "class/net", t.Link.Name, "queues", fmt.Sprintf("%s-%d", kind, q), attr)
@@ -540,7 +583,7 @@ func (t *Tuner) applyXPS(_ context.Context, d boot.Detail) error {
 	var errs []error
 	for _, q := range sortedKeys(plan) {
 		mask := cpuset.FormatMask(plan[q], t.NrCPUs)
-		if err := writeExisting(t.queueFile("tx", q, "xps_cpus"), mask); err != nil {
+		if err := t.writeAttr(t.queueFile("tx", q, "xps_cpus"), mask); err != nil {
 			errs = append(errs, fmt.Errorf("xps tx-%d = %s: %w", q, mask, err))
 			continue
 		}
@@ -556,7 +599,7 @@ func (t *Tuner) verifyXPS(context.Context, boot.Detail) error {
 	}
 	var errs []error
 	for _, q := range sortedKeys(plan) {
-		got, err := readMask(t.queueFile("tx", q, "xps_cpus"))
+		got, err := t.readMask(t.queueFile("tx", q, "xps_cpus"))
 		if err != nil {
 			errs = append(errs, err)
 		} else if !slices.Equal(got, plan[q]) {
@@ -607,7 +650,7 @@ func (t *Tuner) applyRPS(_ context.Context, d boot.Detail) error {
 			mask = cpuset.FormatMask(plan[q], t.NrCPUs)
 			d[fmt.Sprintf("rx-%d", q)] = mask
 		}
-		if err := writeExisting(t.queueFile("rx", q, "rps_cpus"), mask); err != nil {
+		if err := t.writeAttr(t.queueFile("rx", q, "rps_cpus"), mask); err != nil {
 			errs = append(errs, fmt.Errorf("rps rx-%d = %s: %w", q, mask, err))
 		}
 	}
@@ -622,7 +665,7 @@ func (t *Tuner) verifyRPS(context.Context, boot.Detail) error {
 	}
 	var errs []error
 	for _, q := range sortedKeys(plan) {
-		got, err := readMask(t.queueFile("rx", q, "rps_cpus"))
+		got, err := t.readMask(t.queueFile("rx", q, "rps_cpus"))
 		if err != nil {
 			errs = append(errs, err)
 		} else if !slices.Equal(got, plan[q]) {
@@ -632,8 +675,8 @@ func (t *Tuner) verifyRPS(context.Context, boot.Detail) error {
 	return errors.Join(errs...)
 }
 
-func readMask(p string) ([]int, error) {
-	b, err := os.ReadFile(p)
+func (t *Tuner) readMask(p string) ([]int, error) {
+	b, err := t.files().ReadFile(p)
 	if err != nil {
 		return nil, err
 	}

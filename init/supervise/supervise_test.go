@@ -340,6 +340,31 @@ func TestRestartServesAgainAndBackoffResets(t *testing.T) {
 	mu.Unlock()
 }
 
+// TestBackoffKeepsDoublingWithinWindow: a run longer than the back-off
+// but shorter than the crash-loop window is no fresh start: the back-off
+// keeps doubling (only a run as long as the window resets it).
+func TestBackoffKeepsDoublingWithinWindow(t *testing.T) {
+	s, clk, rec, _ := setup(t, "serve", func(c *Config) { c.CrashLoopExits = 100 })
+	go s.Run()
+	for round, want := range []time.Duration{100, 200, 400, 800} {
+		rec.next(t, report.EventStart)
+		rec.next(t, report.EventReady)
+		clk.Advance(time.Second) // longer than every back-off, shorter than the 10 s window
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.cfg.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "exit 7\n")
+		c.Close()
+		rec.next(t, report.EventExit)
+		rs := rec.next(t, report.EventRestart)
+		if d := clk.waitTimer(t); d != want*time.Millisecond || rs.BackoffMS != int64(want) {
+			t.Errorf("round %d: back-off %v (event %d ms), want %d ms after a 1 s run within the window", round, d, rs.BackoffMS, want)
+		}
+		clk.Advance(want * time.Millisecond)
+	}
+}
+
 func TestShutdownGraceful(t *testing.T) {
 	s, clk, rec, mark := setup(t, "serve", nil)
 	go s.Run()
@@ -518,9 +543,22 @@ func TestCrashLoopOneReport(t *testing.T) {
 	})
 	begin := time.Now()
 	go s.Run()
-	// Several deadlines' worth of restarts: a per-start deadline would
-	// never fire, and a second report would show here.
-	time.Sleep(3 * timeout)
+	// The report is waited for, not slept for (a loaded machine may start
+	// the workload late); a per-start deadline would never fire in a
+	// crash loop, so this wait would fail. Then two more deadlines' worth
+	// of restarts: a second report would show there.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(calls)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no OnFirstReady call within 20 s of a crash loop")
+		}
+	}
+	time.Sleep(2 * timeout)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(calls) != 1 {
