@@ -12,6 +12,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/napi"
 	"github.com/hotpath-dev/hotpath/init/netconf"
 	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/hotpath-dev/hotpath/init/power"
@@ -32,7 +33,7 @@ var sequence = []func(*machine) []boot.Step{
 	sysctlSteps,         // busy polling, noqueue, reno, backlogs, sysctl.* keys
 	workloadCPUSteps,    // workload.cpus within the online CPUs
 	nicDiscoverSteps,    // the primary NIC and its ethtool socket
-	nicTuneSteps,        // channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS
+	nicTuneSteps,        // channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS, NAPI deferral
 	networkSteps,        // DHCP, static address, or none
 	imdsSteps,           // user-data and identity from IMDSv2, on EC2 (instance.go)
 	userDataSteps,       // user-data as configuration
@@ -257,11 +258,12 @@ func openKernelNIC() (nic.Ethtool, nic.Netlink, error) {
 func nicTuneSteps(m *machine) []boot.Step {
 	switch {
 	case m.link == nil:
-		return nic.SkippedSteps("no primary network interface")
+		return append(nic.SkippedSteps("no primary network interface"), skipStep(napi.StepName, "no primary network interface"))
 	case m.tuner == nil:
-		return nic.SkippedSteps("no ethtool netlink/ioctl socket")
+		return append(nic.SkippedSteps("no ethtool netlink/ioctl socket"), skipStep(napi.StepName, "no ethtool netlink/ioctl socket"))
 	}
-	return m.tuner.Steps()
+	deferral := napi.Settings{DeferHardIRQs: m.cfg.NIC.DeferHardIRQs, GROFlushTimeout: m.cfg.NIC.GROFlushTimeout}
+	return append(m.tuner.Steps(), napi.Step(m.sysRoot, func() string { return m.link.Name }, deferral))
 }
 
 // networkSteps configure the address: DHCP (retried in the background

@@ -558,6 +558,10 @@ func (c *Config) Validate() error {
 	if c.BackoffMin <= 0 {
 		errs = append(errs, fmt.Errorf("config: supervise.backoff_min must be positive"))
 	}
+	if c.NIC.DeferHardIRQs > 0 && c.NIC.GROFlushTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("config: nic.defer_hard_irqs %d needs a positive nic.gro_flush_timeout "+
+			"(a deferred interrupt with no timer waits for the workload alone)", c.NIC.DeferHardIRQs))
+	}
 	if c.MgmtPort != 0 && c.MgmtPort == c.WorkloadPort {
 		errs = append(errs, fmt.Errorf("config: mgmt.port %d is the workload's port", c.MgmtPort))
 	}

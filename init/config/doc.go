@@ -57,6 +57,11 @@
 //	                              on leaves them as they are
 //	nic.spread                 [rps] more workload CPUs than rx queues: rps steers each queue's flows to
 //	                              the CPUs sharing it; queues gives the workload only queue-owning CPUs
+//	nic.defer_hard_irqs        [0] napi_defer_hard_irqs: polls that found work before the queue's
+//	                              interrupt is re-armed (preferred busy polling; needs
+//	                              nic.gro_flush_timeout); 0 leaves the kernel's default
+//	nic.gro_flush_timeout      [0s] gro_flush_timeout: the timer that polls a queue whose interrupt is
+//	                              deferred; 0s leaves the kernel's default
 //	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
 //	sysctl.busy_poll           [50] net.core.busy_poll (µs)
 //	sysctl.busy_read           [50] net.core.busy_read (µs)

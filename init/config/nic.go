@@ -2,6 +2,7 @@ package config
 
 import (
 	"strconv"
+	"time"
 )
 
 // NIC is the tuning of the primary network interface (the nic.* keys).
@@ -18,6 +19,12 @@ type NIC struct {
 	RPS         bool     // nic.rps: true leaves rps_cpus alone
 	Qdisc       Qdisc    // nic.qdisc
 	Spread      Spread   // nic.spread
+	// DeferHardIRQs and GROFlushTimeout are the NIC's NAPI deferral
+	// (nic.defer_hard_irqs, nic.gro_flush_timeout; init/napi): off by
+	// default, because without a worker that prefers busy polling they
+	// only delay interrupts by up to the timeout; see init/napi.
+	DeferHardIRQs   int
+	GROFlushTimeout time.Duration
 }
 
 // Coalesce is nic.coalesce: how interrupt moderation is set.
@@ -81,6 +88,13 @@ var nicKeys = []Key{
 		"queues gives the workload only queue-owning CPUs",
 		enum(func(c *Config) *Spread { return &c.NIC.Spread }, SpreadRPS, SpreadQueues),
 		func(c *Config) string { return string(c.NIC.Spread) }},
+	{"nic.defer_hard_irqs", "0", "napi_defer_hard_irqs: polls that found work before the queue's interrupt is re-armed " +
+		"(preferred busy polling; needs nic.gro_flush_timeout); 0 leaves the kernel's default",
+		intSetter(func(c *Config) *int { return &c.NIC.DeferHardIRQs }, 0, 1<<31-1),
+		func(c *Config) string { return strconv.Itoa(c.NIC.DeferHardIRQs) }},
+	{"nic.gro_flush_timeout", "0s", "gro_flush_timeout: the timer that polls a queue whose interrupt is deferred; 0s leaves the kernel's default",
+		durSetter(func(c *Config) *time.Duration { return &c.NIC.GROFlushTimeout }),
+		func(c *Config) string { return c.NIC.GROFlushTimeout.String() }},
 	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
 		enum(func(c *Config) *Qdisc { return &c.NIC.Qdisc }, QdiscMQ, QdiscKeep),
 		func(c *Config) string { return string(c.NIC.Qdisc) }},
