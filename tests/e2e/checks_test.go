@@ -83,7 +83,7 @@ func TestChecksCatchViolations(t *testing.T) {
 	}{
 		{"failed step", func(r *report.Report) { r.Steps[0].Status, r.Steps[0].Error = report.Failed, "EPERM" }, "step mounts failed: EPERM"},
 		{"skip without reason", func(r *report.Report) { r.Steps[6].Reason = "" }, "nic-coalesce skipped without a reason"},
-		{"missing nic step", func(r *report.Report) { r.Steps = r.Steps[:len(r.Steps)-1] }, "step nic-rps missing"},
+		{"missing nic step", func(r *report.Report) { r.Steps = r.Steps[:len(r.Steps)-1] }, "step nic-napi-defer missing"},
 		{"no ready time", func(r *report.Report) { r.ReadyMillis = 0 }, "ready time"},
 		{"ready error", func(r *report.Report) { r.ReadyMillis, r.ReadyError = -1, "did not accept" }, "not ready: did not accept"},
 		{"no workload", func(r *report.Report) { r.Workload = nil }, "workload not reported"},
