@@ -10,6 +10,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/console"
+	"github.com/hotpath-dev/hotpath/init/consoles"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,8 +95,18 @@ func attachConsole(con *console.Console) {
 			f.Close()
 		}
 	}
-	con.Out = os.Stdout
+	// Every console the kernel enabled, not only /dev/console's: on
+	// arm64 the command line names QEMU virt's PL011 and Graviton's PCI
+	// UART, and EC2 reads only the second (init/consoles).
+	out, names, err := consoles.Open(procRoot, devRoot, os.Stdout)
+	con.Out = out
 	if k, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err == nil {
 		con.Kmsg = k
+	}
+	if err != nil {
+		con.Logf("console: %v", err)
+	}
+	if len(names) > 1 {
+		con.Logf("console: writing to %s", strings.Join(names, ", "))
 	}
 }
