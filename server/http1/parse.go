@@ -2,7 +2,8 @@
 //
 // The parser is deliberately strict: every line must end in CRLF, header
 // names must be tokens, obsolete line folding and whitespace before the colon
-// are rejected, and a request that carries both Content-Length and
+// are rejected, the request target and the Host field must hold only what
+// RFC 3986 allows there, and a request that carries both Content-Length and
 // Transfer-Encoding is refused. Strictness is what keeps a front proxy and
 // this server from disagreeing about where a request ends (request
 // smuggling), and it costs nothing on well-formed input.
@@ -14,6 +15,7 @@ package http1
 import (
 	"bytes"
 	"errors"
+	"math"
 )
 
 // MaxHeaders is the number of header fields a request may carry; more is
@@ -78,7 +80,9 @@ func (r *Request) Header(name string) []byte {
 
 // Limits bounds what a request may occupy.
 type Limits struct {
-	// MaxHeaderBytes bounds the request line plus header block (431).
+	// MaxHeaderBytes bounds the request line plus header block: a request
+	// line that does not fit is 414 (501 when it is the method that does
+	// not fit), header fields that do not fit 431.
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds Content-Length (413).
 	MaxBodyBytes int64
@@ -122,7 +126,9 @@ var (
 	ErrHeaderName       = &Error{400, "malformed header name"}
 	ErrHeaderValue      = &Error{400, "malformed header value"}
 	ErrObsFold          = &Error{400, "obsolete header line folding"}
-	ErrHeaderTooLarge   = &Error{431, "request line or header fields too large"}
+	ErrURITooLong       = &Error{414, "request target too long"}
+	ErrMethodTooLong    = &Error{501, "method too long"}
+	ErrHeaderTooLarge   = &Error{431, "header fields too large"}
 	ErrTooManyHeaders   = &Error{431, "too many header fields"}
 	ErrContentLength    = &Error{400, "malformed Content-Length"}
 	ErrCLAndTE          = &Error{400, "both Content-Length and Transfer-Encoding"}
@@ -135,6 +141,7 @@ var (
 	ErrBodyTooLarge     = &Error{413, "request body too large"}
 	ErrMissingHost      = &Error{400, "missing Host header"}
 	ErrDuplicateHost    = &Error{400, "duplicate Host header"}
+	ErrHost             = &Error{400, "malformed Host header"}
 )
 
 // Parse parses one request at the start of b into r and returns the number
@@ -182,7 +189,7 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 	le := bytes.IndexByte(b[start:], '\n')
 	if le < 0 {
 		if len(b)-start >= lim.MaxHeaderBytes {
-			return 0, ErrHeaderTooLarge
+			return 0, requestLineTooLong(b[start:maxEnd])
 		}
 		if err := validPrefix(b[start:]); err != nil {
 			return 0, err
@@ -191,7 +198,7 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 	}
 	le += start
 	if le+1 > maxEnd {
-		return 0, ErrHeaderTooLarge
+		return 0, requestLineTooLong(b[start:maxEnd])
 	}
 	if err := r.parseRequestLine(b[start:le]); err != nil {
 		return 0, err
@@ -248,6 +255,11 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 			if equalFold(name, "host") {
 				if r.Host != nil {
 					return 0, ErrDuplicateHost
+				}
+				// RFC 9112 3.2: a Host that is not uri-host [":" port]
+				// is a 400, in HTTP/1.0 too.
+				if !validHost(value) {
+					return 0, ErrHost
 				}
 				r.Host = value
 			}
@@ -360,11 +372,6 @@ func (r *Request) parseRequestLine(line []byte) error {
 		return ErrRequestLine
 	}
 	r.Target = rest[:sp]
-	for _, c := range r.Target {
-		if c <= ' ' || c == 0x7f {
-			return ErrTarget
-		}
-	}
 	if err := r.splitTarget(); err != nil {
 		return err
 	}
@@ -383,9 +390,14 @@ func (r *Request) parseRequestLine(line []byte) error {
 	return nil
 }
 
-// splitTarget accepts origin-form (/path?query), asterisk-form (*) and
-// absolute-form (http://host/path?query), the forms a server must accept
-// (RFC 9112 3.2); authority-form is only for CONNECT, which we do not proxy.
+// splitTarget checks and splits the request target. It accepts
+// origin-form (/path?query), asterisk-form (*) and absolute-form
+// (http://host/path?query), the forms a server must accept (RFC 9112 3.2);
+// authority-form is only for CONNECT, which we do not proxy. Every byte of
+// the path and query must be one RFC 3986 allows there (validPath), and the
+// authority of an absolute-form target must be a non-empty host with an
+// optional port (RFC 9110 4.2.1: an http URI with an empty host is
+// invalid; 4.2.4: userinfo is refused).
 func (r *Request) splitTarget() error {
 	t := r.Target
 	switch {
@@ -398,15 +410,28 @@ func (r *Request) splitTarget() error {
 		// http://a?x/json the path is empty ("/") and x/json the query.
 		rest := t[bytes.IndexByte(t, ':')+3:]
 		end := bytes.IndexAny(rest, "/?")
+		auth := rest
+		if end >= 0 {
+			auth = rest[:end]
+		}
+		if len(auth) == 0 || auth[0] == ':' || !validHost(auth) {
+			return ErrTarget
+		}
 		if end < 0 || rest[end] == '?' {
 			r.Path, r.Query = rootPath, nil
 			if end >= 0 {
 				r.Query = rest[end+1:]
+				if !validPath(r.Query) {
+					return ErrTarget
+				}
 			}
 			return nil
 		}
 		t = rest[end:]
 	default:
+		return ErrTarget
+	}
+	if !validPath(t) {
 		return ErrTarget
 	}
 	if q := bytes.IndexByte(t, '?'); q >= 0 {
@@ -421,7 +446,8 @@ var rootPath = []byte("/")
 
 // validPrefix rejects a partial request line early when what has arrived can
 // already never become valid, so a garbage stream is refused at once instead
-// of after MaxHeaderBytes.
+// of after MaxHeaderBytes: a method byte that is not a tchar, or a target
+// byte no request target may hold.
 func validPrefix(b []byte) error {
 	if len(b) == 1 && b[0] == '\r' {
 		return nil // perhaps the first half of an empty line
@@ -431,13 +457,76 @@ func validPrefix(b []byte) error {
 			if i == 0 {
 				return ErrMethod
 			}
-			return nil
+			return validTargetPrefix(b[i+1:])
 		}
 		if !isTchar(c) {
 			return ErrMethod
 		}
 	}
 	return nil
+}
+
+// validTargetPrefix checks the bytes of a request target that has not
+// ended yet (up to the space before the version, if that has arrived):
+// each must be one that some valid target can hold.
+func validTargetPrefix(t []byte) error {
+	if sp := bytes.IndexByte(t, ' '); sp >= 0 {
+		t = t[:sp]
+	}
+	for _, c := range t {
+		if !pathByte[c] && c != '%' && c != '[' && c != ']' {
+			return ErrTarget
+		}
+	}
+	return nil
+}
+
+// requestLineTooLong decides the status of a request line that does not
+// end within MaxHeaderBytes; line is what of it lies within the limit.
+// RFC 9112 3 asks for 414 when the request target is longer than the
+// server parses and 501 for a method longer than any it implements; a
+// part that can already never be valid stays the 400 it would be anyway,
+// so the status never depends on where the limit happens to cut. 431 is
+// for header fields only.
+func requestLineTooLong(line []byte) error {
+	sp := bytes.IndexByte(line, ' ')
+	if sp < 0 {
+		if !isToken(line) {
+			return ErrMethod
+		}
+		return ErrMethodTooLong
+	}
+	if err := validPrefix(line); err != nil {
+		return err
+	}
+	// If the target ended within the limit, what follows is the version,
+	// cut short by the limit, or junk.
+	rest := line[sp+1:]
+	if sp := bytes.IndexByte(rest, ' '); sp >= 0 && !versionPrefix(rest[sp+1:]) {
+		return ErrVersion
+	}
+	return ErrURITooLong
+}
+
+// versionPrefix reports whether v can begin "HTTP/d.d\r".
+func versionPrefix(v []byte) bool {
+	const form = "HTTP/d.d\r"
+	if len(v) > len(form) {
+		return false
+	}
+	for i, c := range v {
+		switch form[i] {
+		case 'd':
+			if !isDigit(c) {
+				return false
+			}
+		default:
+			if c != form[i] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ChunkedState is how far the decoding of an incomplete chunked body has
@@ -555,6 +644,12 @@ func chunkSize(line []byte) (int64, error) {
 		return 0, ErrLineEnding
 	}
 	line = line[:len(line)-1]
+	// The limit is on the value, not on the digits: 000000000000000a is
+	// valid syntax (RFC 9112 7.1, chunk-size = 1*HEXDIG), and the line
+	// limit bounds how many zeros a client can send. A value that does
+	// not fit an int64 is refused before it can wrap (RFC 9112 7.1:
+	// recipients must prevent integer overflow); anything that fits but
+	// exceeds MaxBodyBytes is the caller's 413.
 	var size int64
 	i := 0
 	for ; i < len(line); i++ {
@@ -562,7 +657,7 @@ func chunkSize(line []byte) (int64, error) {
 		if v < 0 {
 			break
 		}
-		if i == 15 {
+		if size > math.MaxInt64>>4 {
 			return 0, ErrChunkSize
 		}
 		size = size<<4 | int64(v)
@@ -655,6 +750,191 @@ func trimOWS(b []byte) []byte {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isHex(c byte) bool { return unhex(c) >= 0 }
+
+// byteSet builds a 256-entry membership table of the bytes in s and of
+// ALPHA and DIGIT: one lookup per byte on paths that run for every
+// request.
+func byteSet(s string) (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for i := range len(s) {
+		t[s[i]] = true
+	}
+	return t
+}
+
+// The RFC 3986 alphabets (section 2 and appendix A) the request target
+// and Host are checked against. Percent signs are handled by the callers,
+// which also check the two hex digits that must follow.
+var (
+	// regNameByte: unreserved / sub-delims, the bytes of a reg-name
+	// (3.2.2) apart from pct-encoded.
+	regNameByte = byteSet("-._~" + "!$&'()*+,;=")
+	// pathByte: pchar / "/" / "?" (3.3, 3.4), the bytes of an
+	// absolute-path and a query apart from pct-encoded. Not '#': a
+	// request target has no fragment (RFC 9112 3.2); not '[' or ']',
+	// which belong to an IP-literal host only.
+	pathByte = byteSet("-._~" + "!$&'()*+,;=" + ":@" + "/?")
+	// ipvFutureByte: unreserved / sub-delims / ":" (3.2.2).
+	ipvFutureByte = byteSet("-._~" + "!$&'()*+,;=" + ":")
+)
+
+// validPath reports whether p is a valid absolute-path [ "?" query ], or
+// a query: pathByte bytes and pct-encoded triplets only.
+func validPath(p []byte) bool {
+	for i := 0; i < len(p); i++ {
+		if pathByte[p[i]] {
+			continue
+		}
+		if p[i] != '%' || i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+			return false
+		}
+		i += 2
+	}
+	return true
+}
+
+// validHost reports whether h is uri-host [ ":" port ], the value of a
+// Host field (RFC 9110 7.2) and the authority of an absolute-form target:
+// an IP-literal in brackets, or a reg-name (which also covers every
+// IPv4address), then optionally a colon and decimal digits (port =
+// *DIGIT). The empty value is valid: RFC 9110 7.2 has a client send an
+// empty Host when the target URI has no authority.
+func validHost(h []byte) bool {
+	i := 0
+	if len(h) > 0 && h[0] == '[' {
+		end := bytes.IndexByte(h, ']')
+		if end < 0 || !validIPLiteral(h[1:end]) {
+			return false
+		}
+		i = end + 1
+	} else {
+		for ; i < len(h) && h[i] != ':'; i++ {
+			if regNameByte[h[i]] {
+				continue
+			}
+			if h[i] != '%' || i+2 >= len(h) || !isHex(h[i+1]) || !isHex(h[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	if i == len(h) {
+		return true
+	}
+	if h[i] != ':' {
+		return false
+	}
+	for _, c := range h[i+1:] {
+		if !isDigit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// validIPLiteral reports whether s, the inside of the brackets of an
+// IP-literal, is an IPv6address or an IPvFuture (RFC 3986 3.2.2). Zone
+// identifiers (RFC 6874) are not part of the http URI syntax.
+func validIPLiteral(s []byte) bool {
+	if len(s) > 0 && (s[0] == 'v' || s[0] == 'V') {
+		dot := bytes.IndexByte(s, '.')
+		if dot < 2 || dot == len(s)-1 {
+			return false
+		}
+		for _, c := range s[1:dot] {
+			if !isHex(c) {
+				return false
+			}
+		}
+		for _, c := range s[dot+1:] {
+			if !ipvFutureByte[c] {
+				return false
+			}
+		}
+		return true
+	}
+	return validIPv6(s)
+}
+
+// validIPv6 reports whether s is an IPv6address of RFC 3986 3.2.2: eight
+// pieces of 1-4 hex digits separated by colons, the last two of which may
+// be written as an IPv4address, with at most one "::" standing for one or
+// more zero pieces.
+func validIPv6(s []byte) bool {
+	pieces := 0
+	ellipsis := false
+	i := 0
+	if len(s) >= 2 && s[0] == ':' && s[1] == ':' {
+		ellipsis, i = true, 2
+	}
+	for i < len(s) {
+		j := i
+		for j < len(s) && j-i < 4 && isHex(s[j]) {
+			j++
+		}
+		if j < len(s) && s[j] == '.' {
+			// An IPv4address is the last thing and counts as two pieces.
+			if pieces > 6 || !validIPv4(s[i:]) {
+				return false
+			}
+			pieces += 2
+			break
+		}
+		if j == i {
+			return false
+		}
+		pieces++
+		if j == len(s) {
+			break
+		}
+		if s[j] != ':' || j+1 == len(s) {
+			return false // a fifth hex digit, another byte, or a colon at the end
+		}
+		i = j + 1
+		if s[i] == ':' {
+			if ellipsis {
+				return false
+			}
+			ellipsis = true
+			i++
+		}
+	}
+	if ellipsis {
+		return pieces <= 7
+	}
+	return pieces == 8
+}
+
+// validIPv4 reports whether s is an IPv4address: four dec-octets (0-255,
+// no leading zeros) separated by dots (RFC 3986 3.2.2).
+func validIPv4(s []byte) bool {
+	for octet := range 4 {
+		if octet > 0 {
+			if len(s) == 0 || s[0] != '.' {
+				return false
+			}
+			s = s[1:]
+		}
+		n, v := 0, 0
+		for n < len(s) && n < 3 && isDigit(s[n]) {
+			v = v*10 + int(s[n]-'0')
+			n++
+		}
+		if n == 0 || v > 255 || (n > 1 && s[0] == '0') {
+			return false
+		}
+		s = s[n:]
+	}
+	return len(s) == 0
+}
 
 // tchar is the token alphabet of RFC 9110 5.6.2.
 var tchar = func() (t [256]bool) {

@@ -1,0 +1,153 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// reply is one response as it came off the wire.
+type reply struct {
+	status int
+	header http.Header
+	body   string
+	close  bool // Connection: close
+}
+
+// converse sends in on a connection of its own, reads until the server
+// closes the connection, and returns every response it sent, in order.
+// The server must end the connection in order (EOF, never a reset) and
+// every byte it sent must belong to a response: so a test sees both what
+// was answered and that nothing else was, such as a response to a request
+// smuggled in a body. A conversation that should keep the connection
+// open ends with a request carrying "Connection: close".
+func converse(t *testing.T, addr, in string) []reply {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(in)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("connection reset after %q", raw)
+		}
+		t.Fatalf("reading the responses: %v (after %q)", err, raw)
+	}
+	var out []reply
+	r := bufio.NewReader(bytes.NewReader(raw))
+	for {
+		if _, err := r.Peek(1); err == io.EOF {
+			return out
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v in %q", len(out), err, raw)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("response %d body: %v in %q", len(out), err, raw)
+		}
+		out = append(out, reply{resp.StatusCode, resp.Header, string(body), resp.Close})
+	}
+}
+
+// wantRefused checks that a conversation got exactly one response, the
+// refusal with status, and that it closed the connection.
+func wantRefused(t *testing.T, got []reply, status int) {
+	t.Helper()
+	if len(got) != 1 || got[0].status != status || !got[0].close {
+		t.Errorf("got %s; want one %d with Connection: close, then EOF", summary(got), status)
+	}
+}
+
+func summary(rs []reply) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(http.StatusText(r.status))
+		if r.close {
+			b.WriteString(" (close)")
+		}
+	}
+	return "[" + b.String() + "]"
+}
+
+// follow is a request sent after the one under test: if the server reads
+// past the request under test the wrong way, or keeps the connection open
+// after refusing it, it answers this one too.
+const follow = "GET /json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+
+// TestRFC9112Details sends the request-line and Host cases of RFC 9112 3
+// and 3.2 and the chunk-size syntax of 7.1 to the real server over
+// loopback: each refusal has its status and closes the connection (the
+// request after it is never answered), and each valid request is served
+// with the connection kept.
+func TestRFC9112Details(t *testing.T) {
+	_, addr := start(t, nil) // the default limits: 8 KiB of request line and header fields
+	target := "/" + strings.Repeat("a", 9000)
+	tests := []struct {
+		name, in string
+		status   int // 0: served, then the follow-up too
+		body     string
+	}{
+		{name: "9000-byte target", in: "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n" + follow, status: 414},
+		{name: "9000-byte target still arriving", in: "GET " + target, status: 414},
+		{name: "9000-byte query", in: "GET /json?" + target + " HTTP/1.1\r\nHost: x\r\n\r\n" + follow, status: 414},
+		{name: "9000-byte header field", in: "GET /json HTTP/1.1\r\nHost: x\r\nX: " + target + "\r\n\r\n" + follow, status: 431},
+		{name: "Host a b", in: "GET /json HTTP/1.1\r\nHost: a b\r\n\r\n" + follow, status: 400},
+		{name: "Host a/b", in: "GET /json HTTP/1.1\r\nHost: a/b\r\n\r\n" + follow, status: 400},
+		{name: "Host a:xy", in: "GET /json HTTP/1.1\r\nHost: a:xy\r\n\r\n" + follow, status: 400},
+		{name: "Host a, b", in: "GET /json HTTP/1.1\r\nHost: a, b\r\n\r\n" + follow, status: 400},
+		{name: "Host in HTTP/1.0", in: "GET /json HTTP/1.0\r\nHost: a b\r\n\r\n" + follow, status: 400},
+		{name: "no Host", in: "GET /json HTTP/1.1\r\n\r\n" + follow, status: 400},
+		{name: "two Hosts", in: "GET /json HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n" + follow, status: 400},
+		{name: "0xFF in target", in: "GET /js\xffon HTTP/1.1\r\nHost: x\r\n\r\n" + follow, status: 400},
+		{name: "0xFF in query", in: "GET /json?\xff HTTP/1.1\r\nHost: x\r\n\r\n" + follow, status: 400},
+		{name: "0xFF in target, line not ended", in: "GET /js\xff", status: 400},
+		{name: "bad percent-encoding", in: "GET /json?%x HTTP/1.1\r\nHost: x\r\n\r\n" + follow, status: 400},
+		{name: "fragment", in: "GET /json#top HTTP/1.1\r\nHost: x\r\n\r\n" + follow, status: 400},
+		{name: "chunk size overflowing int64", in: "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n" + follow, status: 400},
+		{name: "chunk size over the limit", in: "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0000000000100001\r\n" + follow, status: 413},
+
+		{name: "valid Host forms", in: "GET /json HTTP/1.1\r\nHost: [::1]:8080\r\n\r\nGET /json HTTP/1.1\r\nHost:\r\n\r\nGET /json HTTP/1.1\r\nHost: a.example:\r\n\r\n" + follow},
+		{name: "absolute form", in: "GET http://127.0.0.1:80/json HTTP/1.1\r\nHost: x\r\n\r\n" + follow},
+		{name: "zero-padded 16-digit chunk size", in: "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n000000000000000a\r\n0123456789\r\n0000000000000000\r\n\r\n" + follow, body: "0123456789"},
+		{name: "8000-byte target", in: "GET /json?" + target[:8000] + " HTTP/1.1\r\nHost: x\r\n\r\n" + follow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := converse(t, addr, tt.in)
+			if tt.status != 0 {
+				wantRefused(t, got, tt.status)
+				return
+			}
+			served := strings.Count(tt.in, "HTTP/1.1\r\n")
+			if len(got) != served {
+				t.Fatalf("got %s, want %d responses", summary(got), served)
+			}
+			for i, r := range got {
+				if r.status != 200 || r.close != (i == served-1) {
+					t.Errorf("response %d of %s: want 200, the connection closed only after the last", i, summary(got))
+				}
+			}
+			if tt.body != "" && got[0].body != tt.body {
+				t.Errorf("body %q, want %q", got[0].body, tt.body)
+			}
+		})
+	}
+}
