@@ -151,3 +151,71 @@ func TestRFC9112Details(t *testing.T) {
 		})
 	}
 }
+
+// TestFramingPairs sends every pairing of Content-Length and
+// Transfer-Encoding that could make a proxy in front and this server
+// disagree on where a request ends to the real server, each followed by
+// another request: a refused one must get its RFC 9112 6.1/6.3 status and
+// Connection: close, and nothing after it may be answered (not the
+// request after it, nor one read out of its body); an accepted one must
+// be served with its body, and the request after it too.
+func TestFramingPairs(t *testing.T) {
+	_, addr := start(t, nil)
+	const head = "POST /echo HTTP/1.1\r\nHost: x\r\n"
+	const chunked = "5\r\nhello\r\n0\r\n\r\n" // 15 bytes, 5 decoded
+	// inner is a request inside a body: a server that reads the body
+	// with the wrong length answers it.
+	const inner = "GET /json HTTP/1.1\r\nHost: x\r\n\r\n"
+	tests := []struct {
+		name, in string
+		status   int    // 0: served, and the request after it too
+		body     string // the echo of a served request
+	}{
+		{name: "CL 0 then TE chunked", in: head + "Content-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, status: 400},
+		{name: "TE chunked then CL 0", in: head + "Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + chunked, status: 400},
+		{name: "CL equal to the encoding", in: head + "Content-Length: 15\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, status: 400},
+		{name: "CL shorter than the encoding", in: head + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, status: 400},
+		{name: "CL longer than the encoding", in: head + "Content-Length: 46\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked + inner, status: 400},
+		{name: "two equal CLs and TE", in: head + "Content-Length: 15\r\nTransfer-Encoding: chunked\r\nContent-Length: 15\r\n\r\n" + chunked, status: 400},
+		{name: "CL and TE gzip, chunked", in: head + "Content-Length: 15\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" + chunked, status: 400},
+		{name: "two different CLs", in: head + "Content-Length: 5\r\nContent-Length: 36\r\n\r\nhello" + inner, status: 400},
+		{name: "two CLs, 0 first", in: head + "Content-Length: 0\r\nContent-Length: 31\r\n\r\n" + inner, status: 400},
+		{name: "CL list 5, 5", in: head + "Content-Length: 5, 5\r\n\r\nhello", status: 400},
+		{name: "CL list 31, 0", in: head + "Content-Length: 31, 0\r\n\r\n" + inner, status: 400},
+		{name: "TE chunked, gzip", in: head + "Transfer-Encoding: chunked, gzip\r\n\r\n" + chunked, status: 400},
+		{name: "TE gzip", in: head + "Transfer-Encoding: gzip\r\n\r\n" + chunked, status: 400},
+		{name: "TE gzip, chunked", in: head + "Transfer-Encoding: gzip, chunked\r\n\r\n" + chunked, status: 501},
+		{name: "TE chunked, chunked", in: head + "Transfer-Encoding: chunked, chunked\r\n\r\n" + chunked, status: 400},
+		{name: "TE in two lines", in: head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, status: 400},
+		{name: "TE in HTTP/1.0", in: "POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, status: 400},
+		{name: "TE and CL in HTTP/1.0", in: "POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 15\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked, status: 400},
+
+		{name: "two equal CLs", in: head + "Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello", body: "hello"},
+		{name: "TE chunked", in: head + "Transfer-Encoding: chunked\r\n\r\n" + chunked, body: "hello"},
+		{name: "CL with a request in the body", in: head + "Content-Length: 31\r\n\r\n" + inner, body: inner},
+		{name: "CL in HTTP/1.0", in: "POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 5\r\n\r\nhello", body: "hello"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(inner) != 31 {
+				t.Fatalf("inner request of %d bytes: fix the lengths above", len(inner))
+			}
+			got := converse(t, addr, tt.in+follow)
+			if tt.status != 0 {
+				wantRefused(t, got, tt.status)
+				return
+			}
+			if len(got) != 2 || got[0].status != 200 || got[0].body != tt.body || got[0].close ||
+				got[1].status != 200 || got[1].body != `{"message":"Hello, World!"}` {
+				t.Errorf("got %s, first body %q; want 200 %q, then the request after it", summary(got), firstBody(got), tt.body)
+			}
+		})
+	}
+}
+
+func firstBody(rs []reply) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	return rs[0].body
+}

@@ -299,23 +299,10 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 		return 0, ErrMissingHost
 	}
 	r.KeepAlive = !closeToken && (r.Minor == 1 || r.KeepAliveToken)
-	if te != nil {
-		if r.ContentLength >= 0 {
-			return 0, ErrCLAndTE
-		}
-		// RFC 9112 6.3: chunked must be the final coding, else the length
-		// cannot be determined (400). Codings under it (gzip, ...) we do
-		// not decode (501). HTTP/1.0 has no Transfer-Encoding.
-		if !finalCodingChunked(te) {
-			return 0, ErrTransferEncoding
-		}
-		if !equalFold(trimOWS(te), "chunked") {
-			return 0, ErrTransferCoding
-		}
-		if r.Minor == 0 {
-			return 0, ErrChunkedHTTP10
-		}
-		r.Chunked = true
+	if err := r.framing(te); err != nil {
+		return 0, err
+	}
+	if r.Chunked {
 		if st == nil {
 			// Validate and measure first, decode only once the whole body
 			// is there: an incomplete body leaves b untouched for the next
@@ -732,11 +719,61 @@ func connectionTokens(v []byte) (closeTok, keepAlive bool) {
 	return closeTok, keepAlive
 }
 
-func finalCodingChunked(v []byte) bool {
-	if i := bytes.LastIndexByte(v, ','); i >= 0 {
-		v = v[i+1:]
+// framing decides how the body of a request is delimited, once its
+// header block is read (RFC 9112 6.1, 6.3); te is the Transfer-Encoding
+// value, nil when there was none, and r.ContentLength is already parsed.
+// Each refusal is of a request that a proxy in front could delimit
+// differently: the caller closes the connection after answering it.
+func (r *Request) framing(te []byte) error {
+	if te == nil {
+		return nil
 	}
-	return equalFold(trimOWS(v), "chunked")
+	// RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has
+	// faulty framing, Content-Length or not.
+	if r.Minor == 0 {
+		return ErrChunkedHTTP10
+	}
+	// RFC 9112 6.1: a server may refuse both, and must close either way.
+	if r.ContentLength >= 0 {
+		return ErrCLAndTE
+	}
+	if err := transferCodings(te); err != nil {
+		return err
+	}
+	r.Chunked = true
+	return nil
+}
+
+// transferCodings checks a Transfer-Encoding list. Chunked must be the
+// final coding (RFC 9112 6.3, else the length cannot be determined) and
+// be applied once (RFC 9112 7): otherwise 400. An empty element is 400
+// too: RFC 9110 5.6.1 has a recipient ignore it, but a proxy may not, and
+// no sender may write one. Any other coding under chunked (gzip, ...) is
+// one we do not decode: 501 (RFC 9112 6.1).
+func transferCodings(v []byte) error {
+	other := false
+	for {
+		elem, rest, more := bytes.Cut(v, []byte{','})
+		elem = trimOWS(elem)
+		switch {
+		case equalFold(elem, "chunked"):
+			if more {
+				return ErrTransferEncoding
+			}
+		case !more || len(elem) == 0:
+			return ErrTransferEncoding
+		default:
+			other = true
+		}
+		if !more {
+			break
+		}
+		v = rest
+	}
+	if other {
+		return ErrTransferCoding
+	}
+	return nil
 }
 
 func trimOWS(b []byte) []byte {
