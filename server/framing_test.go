@@ -3,14 +3,19 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/server"
 )
 
 // reply is one response as it came off the wire.
@@ -218,4 +223,147 @@ func firstBody(rs []reply) string {
 		return ""
 	}
 	return rs[0].body
+}
+
+// startStatus runs a server whose /status?code answers with that status
+// and a body, as a handler that forgets a status has no content would.
+func startStatus(t *testing.T) string {
+	t.Helper()
+	cfg := server.DefaultConfig()
+	cfg.Addr, cfg.Port, cfg.CPUs, cfg.Log = "127.0.0.1", 0, []int{firstCPU(t)}, logWriter{t}
+	s := server.New(cfg)
+	status := func(c *server.Ctx) {
+		code, _ := strconv.Atoi(string(c.Query()))
+		c.SetStatus(code)
+		c.WriteString("the handler's body")
+	}
+	s.Handle("GET", "/status", status)
+	s.Handle("POST", "/status", status)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return "127.0.0.1:" + strconv.Itoa(s.Port())
+}
+
+// rawResponse is one response cut out of the bytes on the wire by the
+// framing RFC 9110 6.4.1 gives its status, not by what its headers say.
+type rawResponse struct {
+	status int
+	header string // the header block, status line included
+	body   string
+}
+
+// cutResponses splits raw into responses: a response of a status that
+// has no content (1xx, 204, 304) ends with its header block, any other
+// has the Content-Length its header declares. Bytes after the header
+// block of a 204 that are not the next response show as garbage in the
+// next status line.
+func cutResponses(t *testing.T, raw []byte) []rawResponse {
+	t.Helper()
+	var out []rawResponse
+	for len(raw) > 0 {
+		end := bytes.Index(raw, []byte("\r\n\r\n"))
+		if end < 0 {
+			t.Fatalf("unterminated header block %q", raw)
+		}
+		hdr := string(raw[:end+4])
+		raw = raw[end+4:]
+		var code int
+		if _, err := fmt.Sscanf(hdr, "HTTP/1.1 %3d ", &code); err != nil {
+			t.Fatalf("status line of %q: %v", hdr, err)
+		}
+		r := rawResponse{status: code, header: hdr}
+		if code >= 200 && code != 204 && code != 304 {
+			resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(hdr)), nil)
+			if err != nil || resp.ContentLength < 0 || resp.ContentLength > int64(len(raw)) {
+				t.Fatalf("response %q: length %d of %d bytes left, %v", hdr, resp.ContentLength, len(raw), err)
+			}
+			r.body, raw = string(raw[:resp.ContentLength]), raw[resp.ContentLength:]
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// hasField reports whether the header block carries a field named name.
+func hasField(header, name string) bool {
+	for _, line := range strings.Split(header, "\r\n")[1:] {
+		if k, _, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNoContentNoLength checks RFC 9110 8.6 and 6.4.1 on the wire: a 204
+// and a 304 carry neither Content-Length (nor Transfer-Encoding) nor the
+// body the handler wrote, so the next response follows the header block
+// at once; the 100 Continue the server sends is a bare status line; a
+// 1xx a handler sets as its final status (which cannot be final) is
+// answered 500 with a length; a 200 keeps its length.
+func TestNoContentNoLength(t *testing.T) {
+	addr := startStatus(t)
+	req := func(code, extra string) string {
+		return "GET /status?" + code + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n"
+	}
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte(req("204", "") + req("304", "") + req("200", "") + req("103", "") + req("204", "Connection: close\r\n")))
+	raw, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cutResponses(t, raw)
+	want := []int{204, 304, 200, 500, 204}
+	if len(got) != len(want) {
+		t.Fatalf("%d responses in %q, want %d", len(got), raw, len(want))
+	}
+	for i, r := range got {
+		if r.status != want[i] {
+			t.Errorf("response %d: status %d, want %d", i, r.status, want[i])
+		}
+		noContent := want[i] == 204 || want[i] == 304
+		for _, f := range []string{"Content-Length", "Transfer-Encoding"} {
+			if hasField(r.header, f) && (noContent || f == "Transfer-Encoding") {
+				t.Errorf("response %d (%d) has %s: %q", i, r.status, f, r.header)
+			}
+		}
+		if !noContent && (!hasField(r.header, "Content-Length") || r.body != "the handler's body") {
+			t.Errorf("response %d (%d): %q %q; want its Content-Length and body", i, r.status, r.header, r.body)
+		}
+	}
+
+	// The interim 100 Continue: a status line and an empty line, nothing
+	// else; then the final response.
+	c2, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	c2.SetDeadline(time.Now().Add(10 * time.Second))
+	c2.Write([]byte("POST /status?204 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"))
+	const cont = "HTTP/1.1 100 Continue\r\n\r\n"
+	interim := make([]byte, len(cont))
+	if _, err := io.ReadFull(c2, interim); err != nil || string(interim) != cont {
+		t.Fatalf("interim response %q, %v; want %q", interim, err, cont)
+	}
+	c2.Write([]byte("hi"))
+	raw, err = io.ReadAll(c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cutResponses(t, raw); len(got) != 1 || got[0].status != 204 || hasField(got[0].header, "Content-Length") {
+		t.Errorf("after 100 Continue: %q, want one 204 without Content-Length", raw)
+	}
 }
