@@ -14,6 +14,7 @@ package http1
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 )
@@ -165,6 +166,35 @@ func ParseResume(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error
 }
 
 func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
+	r.reset()
+	// RFC 9112 2.2: a server SHOULD ignore empty lines before the request
+	// line (some clients send CRLF after a POST body).
+	start := 0
+	for start+1 < len(b) && b[start] == '\r' && b[start+1] == '\n' {
+		start += 2
+	}
+	maxEnd := start + lim.MaxHeaderBytes
+	p, err := r.readRequestLine(b, start, maxEnd)
+	if err != nil {
+		return 0, err
+	}
+	var f fieldState
+	if p, err = r.readFields(b, p, maxEnd, &f); err != nil {
+		return 0, err
+	}
+	r.HeaderLen = p
+	if r.Minor == 1 && r.Host == nil {
+		return 0, ErrMissingHost
+	}
+	r.KeepAlive = !f.closeToken && (r.Minor == 1 || r.KeepAliveToken)
+	if err := r.framing(f.te); err != nil {
+		return 0, err
+	}
+	return r.readBody(b, p, lim, st)
+}
+
+// reset clears what a previous parse left in r.
+func (r *Request) reset() {
 	r.Method = nil
 	r.Minor = 0
 	r.KeepAlive = false
@@ -176,19 +206,14 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 	r.HeaderLen = 0
 	r.KeepAliveToken = false
 	r.Expect100 = false
+}
 
-	// RFC 9112 2.2: a server SHOULD ignore empty lines before the request
-	// line (some clients send CRLF after a POST body).
-	start := 0
-	for start+1 < len(b) && b[start] == '\r' && b[start+1] == '\n' {
-		start += 2
-	}
-	maxEnd := start + lim.MaxHeaderBytes
-
-	// Request line.
+// readRequestLine parses the request line that starts at b[start] and
+// must end before maxEnd, and returns where the header fields begin.
+func (r *Request) readRequestLine(b []byte, start, maxEnd int) (int, error) {
 	le := bytes.IndexByte(b[start:], '\n')
 	if le < 0 {
-		if len(b)-start >= lim.MaxHeaderBytes {
+		if len(b) >= maxEnd {
 			return 0, requestLineTooLong(b[start:maxEnd])
 		}
 		if err := validPrefix(b[start:]); err != nil {
@@ -203,11 +228,19 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 	if err := r.parseRequestLine(b[start:le]); err != nil {
 		return 0, err
 	}
+	return le + 1, nil
+}
 
-	// Header fields.
-	p := le + 1
-	closeToken := false
-	var te []byte
+// fieldState is what the header fields say that Request does not keep.
+type fieldState struct {
+	te         []byte // the Transfer-Encoding value; nil when absent
+	closeToken bool   // a "close" connection option
+}
+
+// readFields parses the header fields from b[p] up to and including the
+// empty line, which must end before maxEnd, and returns where the body
+// begins.
+func (r *Request) readFields(b []byte, p, maxEnd int, f *fieldState) (int, error) {
 	for {
 		le := bytes.IndexByte(b[p:], '\n')
 		if le < 0 {
@@ -227,7 +260,7 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 		}
 		line = line[:len(line)-1]
 		if len(line) == 0 {
-			break // end of header block
+			return p, nil // end of header block
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			return 0, ErrObsFold
@@ -241,7 +274,7 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 			return 0, ErrHeaderName
 		}
 		value := trimOWS(line[colon+1:])
-		if !isFieldValue(value) {
+		if !fieldValue(value) {
 			return 0, ErrHeaderValue
 		}
 		if r.NumHeaders == MaxHeaders {
@@ -249,59 +282,63 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 		}
 		r.Headers[r.NumHeaders] = Header{Name: name, Value: value}
 		r.NumHeaders++
-
-		switch len(name) {
-		case 4:
-			if equalFold(name, "host") {
-				if r.Host != nil {
-					return 0, ErrDuplicateHost
-				}
-				// RFC 9112 3.2: a Host that is not uri-host [":" port]
-				// is a 400, in HTTP/1.0 too.
-				if !validHost(value) {
-					return 0, ErrHost
-				}
-				r.Host = value
-			}
-		case 6:
-			// RFC 9110 10.1.1: an HTTP/1.0 expectation is ignored.
-			if equalFold(name, "expect") && equalFold(value, "100-continue") && r.Minor == 1 {
-				r.Expect100 = true
-			}
-		case 10:
-			if equalFold(name, "connection") {
-				c, k := connectionTokens(value)
-				closeToken = closeToken || c
-				r.KeepAliveToken = r.KeepAliveToken || k
-			}
-		case 14:
-			if equalFold(name, "content-length") {
-				n, ok := parseContentLength(value)
-				if !ok || (r.ContentLength >= 0 && r.ContentLength != n) {
-					return 0, ErrContentLength
-				}
-				r.ContentLength = n
-			}
-		case 17:
-			if equalFold(name, "transfer-encoding") {
-				// Two fields could be combined into one list, but a
-				// proxy in front may read only one of them: refuse.
-				if len(value) == 0 || te != nil {
-					return 0, ErrTransferEncoding
-				}
-				te = value
-			}
+		if err := r.field(name, value, f); err != nil {
+			return 0, err
 		}
 	}
-	r.HeaderLen = p
+}
 
-	if r.Minor == 1 && r.Host == nil {
-		return 0, ErrMissingHost
+// field takes in the header fields the parser itself acts on: Host,
+// Expect, Connection and the two that frame the body.
+func (r *Request) field(name, value []byte, f *fieldState) error {
+	switch len(name) {
+	case 4:
+		if equalFold(name, "host") {
+			if r.Host != nil {
+				return ErrDuplicateHost
+			}
+			// RFC 9112 3.2: a Host that is not uri-host [":" port] is a
+			// 400, in HTTP/1.0 too.
+			if !validHost(value) {
+				return ErrHost
+			}
+			r.Host = value
+		}
+	case 6:
+		// RFC 9110 10.1.1: an HTTP/1.0 expectation is ignored.
+		if equalFold(name, "expect") && equalFold(value, "100-continue") && r.Minor == 1 {
+			r.Expect100 = true
+		}
+	case 10:
+		if equalFold(name, "connection") {
+			c, k := connectionTokens(value)
+			f.closeToken = f.closeToken || c
+			r.KeepAliveToken = r.KeepAliveToken || k
+		}
+	case 14:
+		if equalFold(name, "content-length") {
+			n, ok := parseContentLength(value)
+			if !ok || (r.ContentLength >= 0 && r.ContentLength != n) {
+				return ErrContentLength
+			}
+			r.ContentLength = n
+		}
+	case 17:
+		if equalFold(name, "transfer-encoding") {
+			// Two fields could be combined into one list, but a proxy in
+			// front may read only one of them: refuse.
+			if len(value) == 0 || f.te != nil {
+				return ErrTransferEncoding
+			}
+			f.te = value
+		}
 	}
-	r.KeepAlive = !closeToken && (r.Minor == 1 || r.KeepAliveToken)
-	if err := r.framing(te); err != nil {
-		return 0, err
-	}
+	return nil
+}
+
+// readBody takes the body that starts at b[p], as framing decided, and
+// returns where the request ends.
+func (r *Request) readBody(b []byte, p int, lim Limits, st *ChunkedState) (int, error) {
 	if r.Chunked {
 		if st == nil {
 			// Validate and measure first, decode only once the whole body
@@ -322,7 +359,6 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState) (int, error) {
 		r.Body = b[p : p+st.dec]
 		return p + end, nil
 	}
-
 	n := p
 	if r.ContentLength > 0 {
 		if r.ContentLength > lim.MaxBodyBytes {
@@ -824,18 +860,27 @@ var (
 )
 
 // validPath reports whether p is a valid absolute-path [ "?" query ], or
-// a query: pathByte bytes and pct-encoded triplets only.
+// a query: pathByte bytes and pct-encoded triplets only. The bytes
+// between triplets are checked in a range loop: it runs over every
+// target, and costs a third of the instructions of an indexed loop that
+// also looks for '%' (cachegrind).
 func validPath(p []byte) bool {
-	for i := 0; i < len(p); i++ {
-		if pathByte[p[i]] {
-			continue
+	for {
+		n := len(p)
+		for i, c := range p {
+			if !pathByte[c] {
+				n = i
+				break
+			}
 		}
-		if p[i] != '%' || i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+		if n == len(p) {
+			return true
+		}
+		if p[n] != '%' || n+2 >= len(p) || !isHex(p[n+1]) || !isHex(p[n+2]) {
 			return false
 		}
-		i += 2
+		p = p[n+3:]
 	}
-	return true
 }
 
 // validHost reports whether h is uri-host [ ":" port ], the value of a
@@ -845,6 +890,32 @@ func validPath(p []byte) bool {
 // *DIGIT). The empty value is valid: RFC 9110 7.2 has a client send an
 // empty Host when the target URI has no authority.
 func validHost(h []byte) bool {
+	// The common forms, name and name:port, in one range loop (it runs
+	// for every request); brackets and '%' take the long way.
+	for i, c := range h {
+		if regNameByte[c] {
+			continue
+		}
+		if c == ':' {
+			return allDigits(h[i+1:])
+		}
+		return validHostLiteral(h)
+	}
+	return true
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if !isDigit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHostLiteral is validHost for every form, IP-literals and
+// pct-encoded reg-names included.
+func validHostLiteral(h []byte) bool {
 	i := 0
 	if len(h) > 0 && h[0] == '[' {
 		end := bytes.IndexByte(h, ']')
@@ -866,15 +937,7 @@ func validHost(h []byte) bool {
 	if i == len(h) {
 		return true
 	}
-	if h[i] != ':' {
-		return false
-	}
-	for _, c := range h[i+1:] {
-		if !isDigit(c) {
-			return false
-		}
-	}
-	return true
+	return h[i] == ':' && allDigits(h[i+1:])
 }
 
 // validIPLiteral reports whether s, the inside of the brackets of an
@@ -1011,6 +1074,32 @@ func isFieldValue[T ~string | ~[]byte](s T) bool {
 		}
 	}
 	return true
+}
+
+// fieldValue is isFieldValue for the parser's header values, eight bytes
+// at a time: a word in which no byte is below 0x20 or equal to 0x7f holds
+// only field bytes, and most words of most values are such words. A word
+// that has one (a tab, which is allowed, or a control character) is
+// decided by the byte loop. It pays for the Host and target checks on a
+// typical API request: BenchmarkParseAPI takes 3434 instructions per
+// request with it, 3748 with the byte loop alone, 3407 before those
+// checks existed (cachegrind).
+func fieldValue(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		// The classic tests for a byte below n and a zero byte: exact
+		// for whether there is one (x-ones*n borrows into the high bit
+		// of the lowest such byte), which is all that is asked here.
+		below := (x - ones*0x20) &^ x
+		d := x ^ ones*0x7f
+		del := (d - ones) &^ d
+		if (below|del)&highs != 0 {
+			break
+		}
+		b = b[8:]
+	}
+	return isFieldValue(b)
 }
 
 // fieldByte[c] is true for the bytes a field value (or a chunk extension)
