@@ -2,11 +2,95 @@ package reuseport
 
 import (
 	"net/netip"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// The kernel's numbers, written out here rather than taken from the code
+// under test, so that a wrong constant there cannot agree with itself.
+// From the Linux UAPI headers (include/uapi/linux/filter.h and
+// bpf_common.h):
+//
+//	#define SKF_AD_OFF (-0x1000)
+//	#define SKF_AD_CPU 36           (SKF_AD_RXHASH is 32, SKF_AD_QUEUE 24)
+//	#define BPF_LD 0x00, BPF_W 0x00, BPF_ABS 0x20
+//	#define BPF_ALU 0x04, BPF_MOD 0x90, BPF_K 0x00
+//	#define BPF_JMP 0x05, BPF_JEQ 0x10
+//	#define BPF_RET 0x06, BPF_A 0x10
+const (
+	kernelSkfAdOff = -0x1000
+	kernelSkfAdCPU = 36
+	// loadCPU is the K of "ld [SKF_AD_OFF+SKF_AD_CPU]": -4096+36 as
+	// the two's complement the kernel reads from the u32 field.
+	loadCPU = 0xfffff024
+
+	opLdAbsW = 0x20 // BPF_LD | BPF_W | BPF_ABS
+	opModK   = 0x94 // BPF_ALU | BPF_MOD | BPF_K
+	opJeqK   = 0x15 // BPF_JMP | BPF_JEQ | BPF_K
+	opRetA   = 0x16 // BPF_RET | BPF_A
+	opRetK   = 0x06 // BPF_RET | BPF_K
+)
+
+// TestCPUProgramInstructions compares CPUProgram's output, instruction by
+// instruction, with programs written out from the kernel's constants
+// above: the first instruction must load the CPU, not the packet hash or
+// the queue.
+func TestCPUProgramInstructions(t *testing.T) {
+	if off := int32(kernelSkfAdOff + kernelSkfAdCPU); uint32(off) != loadCPU {
+		t.Fatalf("SKF_AD_OFF+SKF_AD_CPU = %#x, want %#x", uint32(off), loadCPU)
+	}
+	type ins = unix.SockFilter
+	ld := ins{Code: opLdAbsW, K: loadCPU}
+	tests := []struct {
+		cpus []int
+		want []ins
+	}{
+		{[]int{0, 1}, []ins{ld, {Code: opModK, K: 2}, {Code: opRetA}}},
+		{[]int{4, 5, 6, 7}, []ins{ld, {Code: opModK, K: 4}, {Code: opRetA}}},
+		{[]int{3, 5, 9}, []ins{
+			ld,
+			{Code: opJeqK, Jf: 1, K: 3}, {Code: opRetK, K: 0},
+			{Code: opJeqK, Jf: 1, K: 5}, {Code: opRetK, K: 1},
+			{Code: opJeqK, Jf: 1, K: 9}, {Code: opRetK, K: 2},
+			{Code: opModK, K: 3}, {Code: opRetA},
+		}},
+	}
+	for _, tt := range tests {
+		got := CPUProgram(tt.cpus)
+		if len(got) != len(tt.want) {
+			t.Errorf("CPUProgram(%v): %d instructions %+v, want %+v", tt.cpus, len(got), got, tt.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("CPUProgram(%v)[%d] = %+v, want %+v", tt.cpus, i, got[i], tt.want[i])
+			}
+		}
+	}
+}
+
+// TestKernelConstantsMatchHeader checks the numbers written out above
+// against the UAPI header installed on this machine, where there is one
+// (linux-libc-dev), so that a typo in them cannot pass for the kernel's.
+func TestKernelConstantsMatchHeader(t *testing.T) {
+	src, err := os.ReadFile("/usr/include/linux/filter.h")
+	if err != nil {
+		t.Skipf("no kernel UAPI header to compare with: %v", err)
+	}
+	for name, want := range map[string]string{"SKF_AD_OFF": "(-0x1000)", "SKF_AD_CPU": "36"} {
+		m := regexp.MustCompile(`(?m)^#define\s+` + name + `\s+(\S+)`).FindSubmatch(src)
+		if m == nil || string(m[1]) != want {
+			t.Errorf("filter.h defines %s as %q, the test uses %s", name, m, want)
+		}
+	}
+}
 
 // run interprets the subset of classic BPF that CPUProgram emits, so the
 // mapping can be checked for CPUs this machine does not have.
@@ -15,22 +99,22 @@ func run(t *testing.T, prog []unix.SockFilter, cpu uint32) uint32 {
 	for pc := 0; pc < len(prog); pc++ {
 		in := prog[pc]
 		switch in.Code {
-		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
-			if int32(in.K) != skfAdOff+skfAdCPU {
-				t.Fatalf("load of %d, want SKF_AD_CPU", int32(in.K))
+		case opLdAbsW:
+			if in.K != loadCPU {
+				t.Fatalf("load of %#x, want SKF_AD_OFF+SKF_AD_CPU (%#x)", in.K, uint32(loadCPU))
 			}
 			a = cpu
-		case unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K:
+		case opModK:
 			a %= in.K
-		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
+		case opJeqK:
 			if a == in.K {
 				pc += int(in.Jt)
 			} else {
 				pc += int(in.Jf)
 			}
-		case unix.BPF_RET | unix.BPF_A:
+		case opRetA:
 			return a
-		case unix.BPF_RET | unix.BPF_K:
+		case opRetK:
 			return in.K
 		default:
 			t.Fatalf("unexpected instruction %#x", in.Code)
@@ -160,4 +244,148 @@ func TestListenRefusesTakenPort(t *testing.T) {
 	for _, fd := range again {
 		unix.Close(fd)
 	}
+}
+
+// TestSteeringOverLoopback checks over real connections that the kernel
+// runs the program on the CPU that receives a SYN and queues the
+// connection on that CPU's socket. On loopback a packet is received on
+// the sender's CPU (loopback_xmit hands it to the backlog of the CPU that
+// sends it, and the softirq runs there), so a client whose thread is
+// pinned to CPU c must see every one of its connections accepted on the
+// socket of c. A program that read the packet hash, the queue or anything
+// else would spread them over the group. On a machine with one usable
+// CPU the group gets a second socket for a CPU it does not have, so the
+// check still sees a wrong choice. Each group is built in CPU order and
+// reversed: the reversed list is not cpu mod N, so both forms of the
+// program run in the kernel.
+func TestSteeringOverLoopback(t *testing.T) {
+	if b, err := os.ReadFile("/sys/class/net/lo/queues/rx-0/rps_cpus"); err == nil && strings.Trim(string(b), "0,\n") != "" {
+		t.Skipf("RPS steers loopback packets to other CPUs (rps_cpus %s): the receiving CPU is not the sender's", b)
+	}
+	cpus := usableCPUs(t)
+	group := cpus
+	if len(group) < 2 {
+		group = append(group, group[0]+1)
+	}
+	reversed := make([]int, len(group))
+	for i, c := range group {
+		reversed[len(group)-1-i] = c
+	}
+	perCPU := max(16, 128/len(cpus))
+	for _, order := range [][]int{group, reversed} {
+		fds, port, err := Listen(order, Options{Addr: netip.MustParseAddr("127.0.0.1"), Backlog: 2 * perCPU})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cpu := range cpus {
+			want := slices.Index(order, cpu)
+			clients, ports := dialFrom(t, cpu, port, perCPU)
+			got := acceptAll(t, fds, len(ports))
+			wrong := 0
+			for _, p := range ports {
+				if got[p] != want {
+					wrong++
+				}
+			}
+			if wrong > 0 {
+				t.Errorf("group %v: %d of %d connections from cpu %d accepted on other sockets than its own, %d", order, wrong, len(ports), cpu, want)
+			}
+			for _, fd := range clients {
+				unix.Close(fd)
+			}
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+}
+
+// usableCPUs returns the CPUs this process may run on.
+func usableCPUs(t *testing.T) []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// dialFrom connects n times to 127.0.0.1:port from a thread pinned to
+// cpu and returns the client sockets and their local ports. The thread
+// is locked and never unlocked, so it ends with the goroutine and its
+// affinity goes with it.
+func dialFrom(t *testing.T, cpu, port, n int) (fds, ports []int) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			errc <- err
+			return
+		}
+		for range n {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				errc <- err
+				return
+			}
+			fds = append(fds, fd)
+			if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+				errc <- err
+				return
+			}
+			sa, err := unix.Getsockname(fd)
+			if err != nil {
+				errc <- err
+				return
+			}
+			ports = append(ports, sa.(*unix.SockaddrInet4).Port)
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		t.Fatalf("connecting from cpu %d: %v", cpu, err)
+	}
+	return fds, ports
+}
+
+// acceptAll accepts n connections from the listening sockets fds and
+// returns, for each client port, the index of the socket it was queued on.
+func acceptAll(t *testing.T, fds []int, n int) map[int]int {
+	t.Helper()
+	got := make(map[int]int, n)
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("accepted %d of %d connections", len(got), n)
+		}
+		if _, err := unix.Poll(pfds, 100); err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+		for i, fd := range fds {
+			for {
+				afd, sa, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+				if err != nil {
+					break // EAGAIN: this queue is empty for now
+				}
+				unix.Close(afd)
+				got[sa.(*unix.SockaddrInet4).Port] = i
+			}
+		}
+	}
+	return got
 }
