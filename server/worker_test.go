@@ -48,7 +48,7 @@ func TestCloseIdempotent(t *testing.T) {
 	if c == nil {
 		t.Fatal("addConn failed")
 	}
-	w.setPending(c, []byte("pending"))
+	c.pending = w.bud.setPending(c.pending, []byte("pending"))
 	c.state = stateWriting
 	c.in = append(c.in, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n"...)
 
@@ -71,8 +71,8 @@ func TestCloseIdempotent(t *testing.T) {
 	if w.nconns != 0 || len(w.free) != 1 {
 		t.Errorf("after a second close: %d connections, free slots %v", w.nconns, w.free)
 	}
-	if w.held != int64(s.cfg.ReadBufferSize) || w.extra != 0 {
-		t.Errorf("accounting after close: held %d extra %d, want the one spare input buffer", w.held, w.extra)
+	if w.bud.held != int64(s.cfg.ReadBufferSize) || w.bud.extra != 0 {
+		t.Errorf("accounting after close: held %d extra %d, want the one spare input buffer", w.bud.held, w.bud.extra)
 	}
 }
 

@@ -1,0 +1,237 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The event loop of one worker: wait for events, read the clock, dispatch,
+// give queued connections their turn, enforce the timeouts, drain.
+
+func (w *worker) loop() error {
+	for {
+		n, err := w.wait(w.waitTimeout())
+		if err != 0 && err != unix.EINTR {
+			return fmt.Errorf("server: worker %d: epoll_wait: %w", w.cpu, err)
+		}
+		w.tick()
+		if n > 0 {
+			w.busyAt = w.now
+		}
+		for i := 0; i < n; i++ {
+			ev := &w.events[i]
+			switch ev.Fd {
+			case tagListener:
+				w.accept()
+			case tagWake:
+				var b [8]byte
+				unix.Read(w.evfd, b[:])
+				if w.srv.forced.Load() {
+					return nil
+				}
+				if w.srv.draining.Load() && !w.draining {
+					w.startDrain()
+				}
+			default:
+				c := w.conns[ev.Fd]
+				if c == nil || c.gen != ev.Pad {
+					continue // closed earlier in this batch
+				}
+				w.handleEvent(c, ev.Events)
+			}
+		}
+		w.runReady()
+		if w.acceptPaused && w.now-w.pausedAt >= int64(acceptRetry) {
+			w.resumeAccept()
+		}
+		if w.now-w.lastScan >= int64(scanInterval) {
+			w.lastScan = w.now
+			w.scan()
+		}
+		w.publishMem()
+		if w.draining && w.nconns == 0 {
+			return nil
+		}
+	}
+}
+
+// waitTimeout is how long the next epoll_wait may sleep, in milliseconds.
+func (w *worker) waitTimeout() int {
+	switch {
+	case len(w.ready) > 0:
+		return 0 // connections wait for their next turn
+	case w.acceptPaused:
+		// Nothing else may ever wake a worker with no connections.
+		return int(acceptRetry / time.Millisecond)
+	case w.nconns == 0 && !w.draining && len(w.bud.free) == 0 &&
+		cap(w.out) <= initialOutSize && cap(w.body) <= maxKeptBodySize:
+		return -1 // nothing can time out or shrink; sleep until an event
+	}
+	return int(scanInterval / time.Millisecond)
+}
+
+// wait is epoll_wait, without the Go scheduler wherever that is safe.
+//
+// A worker is a goroutine locked to its thread that, under load, never
+// leaves it. The runtime's entersyscall/exitsyscall around a blocking
+// system call let sysmon take the worker's P while it sleeps in the
+// kernel: it then wakes another thread with a futex to run nothing, the
+// worker has to get a P back on return, and sysmon, having "done work",
+// keeps polling every 20 µs instead of backing off to 10 ms. On a loaded
+// worker that was ~1,700 sysmon wake-ups and ~1,400 involuntary context
+// switches per second on the worker's CPU. So:
+//   - a busy worker (events within the last busyWindow), and any poll
+//     with timeout 0, calls epoll_wait through RawSyscall6: to the
+//     runtime the worker is simply running. Every 10 ms sysmon asks it to
+//     yield with a signal, which ends a wait with EINTR; the loop then
+//     passes a preemption point. That is the only runtime cost left:
+//     ~100 preemptions a second, which stopping the world for a
+//     collection relies on anyway;
+//   - an idle worker blocks through Syscall6, so that the runtime parks
+//     its P and a server with nothing to do is not woken 100 times a
+//     second.
+func (w *worker) wait(timeout int) (int, unix.Errno) {
+	if timeout == 0 || w.now-w.busyAt < int64(busyWindow) {
+		return epollWaitRaw(w.epfd, w.events, timeout)
+	}
+	return epollWait(w.epfd, w.events, timeout)
+}
+
+// tick reads the clock once per loop iteration and re-renders the Date
+// header when the second changes: no per-request clock read, no state
+// shared between CPUs. Timeouts run on the monotonic clock (time.Now
+// carries a monotonic reading; Sub uses it), so a step of the wall clock
+// neither closes every connection nor keeps dead ones open; only the Date
+// header follows the wall clock.
+func (w *worker) tick() {
+	now := time.Now()
+	w.now = int64(now.Sub(w.epoch))
+	wall := now
+	if w.srv.wallClock != nil {
+		wall = w.srv.wallClock()
+	}
+	if sec := wall.Unix(); sec != w.dateSec {
+		w.dateSec = sec
+		w.date = append(w.date[:0], "Date: "...)
+		w.date = wall.UTC().AppendFormat(w.date, "Mon, 02 Jan 2006 15:04:05 GMT")
+		w.date = append(w.date, "\r\n"...)
+		// The head of every 200 response changes only with the date.
+		w.head200 = append(w.head200[:0], statusLines[200]...)
+		w.head200 = append(w.head200, w.srv.serverHeader...)
+		w.head200 = append(w.head200, w.date...)
+	}
+}
+
+type readyConn struct{ slot, gen int32 }
+
+// runReady gives each connection whose turn was cut short (per-turn limits,
+// see respond) one more turn. Connections queued again during this pass
+// wait for the next loop iteration, after the events that arrived since.
+func (w *worker) runReady() {
+	n := len(w.ready)
+	if n == 0 {
+		return
+	}
+	for _, r := range w.ready[:n] {
+		c := w.conns[r.slot]
+		if c == nil || c.gen != r.gen {
+			continue
+		}
+		c.queued = false
+		if c.state == stateOpen {
+			w.process(c)
+		}
+	}
+	w.ready = w.ready[:copy(w.ready, w.ready[n:])]
+}
+
+func (w *worker) enqueue(c *conn) {
+	if !c.queued {
+		c.queued = true
+		w.ready = append(w.ready, readyConn{c.slot, c.gen})
+	}
+}
+
+// shrinkBuffers gives back the output and body buffers a large response
+// grew, once a second in which none needed them (see outHigh).
+func (w *worker) shrinkBuffers() {
+	if cap(w.out) > initialOutSize && w.outHigh <= initialOutSize {
+		w.out = make([]byte, 0, initialOutSize)
+	}
+	if cap(w.body) > maxKeptBodySize && w.bodyHigh <= maxKeptBodySize {
+		w.body = make([]byte, 0, initialBodySize)
+	}
+	w.outHigh, w.bodyHigh = 0, 0
+}
+
+// scan enforces the timeouts, once per second: a deadline scan over this
+// worker's connections costs less than a timer per connection and needs no
+// allocation.
+func (w *worker) scan() {
+	w.shrinkBuffers()
+	cfg := &w.srv.cfg
+	for _, c := range w.conns {
+		if c == nil {
+			continue
+		}
+		switch {
+		case c.state == stateLinger:
+			if w.now > c.lingerEnd {
+				w.closeConn(c)
+			}
+		case c.state == stateWriting:
+			if w.now-c.lastActive > int64(cfg.IdleTimeout) {
+				w.closeConn(c)
+			}
+		case c.reqStart != 0:
+			if w.now-c.reqStart > int64(cfg.HeaderTimeout) {
+				out := w.appendError(w.out[:0], 408, "request not received in time", false)
+				c.closeAfter = true
+				w.out = out
+				w.send(c, out)
+			}
+		default:
+			if w.now-c.lastActive > int64(cfg.IdleTimeout) || w.draining {
+				w.closeConn(c)
+			}
+		}
+	}
+	if len(w.bud.free) > 0 && w.nconns == 0 {
+		w.bud.dropFree() // idle: give the spare input buffers back too
+	}
+}
+
+// startDrain stops accepting and closes idle connections; connections in
+// the middle of a request finish it and are then closed. Every connection
+// still in the listen queue is accepted and answered (served with
+// "Connection: close" when its request arrives within the grace period, a
+// 503 beyond the connection cap) rather than reset by the listener's close.
+func (w *worker) startDrain() {
+	w.draining = true
+	for _, c := range w.conns {
+		if c != nil && c.state == stateOpen && len(c.in) == 0 {
+			// Accepted but not read yet (its event may be in the next
+			// batch): a request waiting in the socket is served; closing
+			// over it would reset the connection.
+			w.read(c)
+			if c.fd >= 0 && c.state == stateOpen && len(c.in) == 0 {
+				w.closeConn(c)
+			}
+		}
+	}
+	w.resumeAccept()
+	for {
+		c, more := w.acceptOne()
+		if !more {
+			break
+		}
+		if c != nil {
+			w.read(c) // its request is often already there
+		}
+	}
+	w.pauseAccept()
+	unix.Close(w.lfd)
+	w.lfd = -1
+}
