@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/server/cpulist"
 )
 
 // Config is everything a Server needs. DefaultConfig gives the production
@@ -161,41 +161,18 @@ func cpuDefault(cpus []int) string {
 	return " (now " + cpuString(cpus) + ")"
 }
 
-func cpuString(cpus []int) string {
-	s := make([]string, len(cpus))
-	for i, c := range cpus {
-		s[i] = strconv.Itoa(c)
-	}
-	return strings.Join(s, ",")
-}
+func cpuString(cpus []int) string { return cpulist.Format(cpus) }
 
-// ParseCPUList parses the kernel's CPU list format ("0-3,6,8-9"). The
-// order is kept (it is the listener order); duplicates are an error.
+// ParseCPUList parses the workload contract's CPU list ("0-3,6,8-9";
+// package cpulist): the order is kept (it is the listener order, and the
+// init routes NIC queue i to the i-th CPU), a CPU listed twice is an
+// error, and so is an empty list.
 func ParseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("cpu list %q: bad cpu %q", s, part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-			}
-		}
-		if b >= 1<<16 {
-			return nil, fmt.Errorf("cpu list %q: cpu %d out of range", s, b)
-		}
-		for c := a; c <= b; c++ {
-			if slices.Contains(cpus, c) {
-				return nil, fmt.Errorf("cpu list %q: cpu %d twice", s, c)
-			}
-			cpus = append(cpus, c)
-		}
+	cpus, err := cpulist.Parse(s)
+	if err == nil && len(cpus) == 0 {
+		err = fmt.Errorf("cpu list %q: no cpu", s)
 	}
-	return cpus, nil
+	return cpus, err
 }
 
 func (c *Config) normalize() {
