@@ -24,6 +24,7 @@ type budget struct {
 
 	held, extra int64
 	free        [][]byte // empty base-size input buffers for reuse
+	used        bool     // getIn was called since the last dropUnused
 }
 
 func newBudget(cfg *Config) budget {
@@ -38,6 +39,7 @@ func (b *budget) spent() bool { return b.extra >= b.limit }
 
 // getIn returns an empty base-size input buffer.
 func (b *budget) getIn() []byte {
+	b.used = true
 	if k := len(b.free); k > 0 {
 		p := b.free[k-1]
 		b.free = b.free[:k-1]
@@ -64,15 +66,15 @@ func (b *budget) putIn(p []byte) (grown bool) {
 	return cap(p) > b.base
 }
 
-// grow returns a buffer of capacity size holding in[from:],
-// if limit allows the difference from in's capacity, and false otherwise.
-// in stays the caller's, to give back with putIn once it is replaced.
-func (b *budget) grow(in []byte, from, size int) ([]byte, bool) {
+// grow returns a buffer of capacity size holding a copy of in, if limit
+// allows the difference from in's capacity, and false otherwise. in stays
+// the caller's, to give back with putIn once it is replaced.
+func (b *budget) grow(in []byte, size int) ([]byte, bool) {
 	if b.extra+b.beyond(size)-b.beyond(cap(in)) > b.limit {
 		return nil, false
 	}
-	grown := make([]byte, len(in)-from, size)
-	copy(grown, in[from:])
+	grown := make([]byte, len(in), size)
+	copy(grown, in)
 	b.held += int64(size)
 	b.extra += b.beyond(size)
 	return grown, true
@@ -93,6 +95,16 @@ func (b *budget) replacePending(cur, nb []byte) []byte {
 	b.held += d
 	b.extra += d
 	return nb
+}
+
+// dropUnused gives the free list back (dropFree) when no input buffer
+// was asked for since the last call: spare buffers nobody needed for a
+// whole timeout pass are memory held for nothing.
+func (b *budget) dropUnused() {
+	if !b.used {
+		b.dropFree()
+	}
+	b.used = false
 }
 
 // dropFree gives the free list's buffers to the garbage collector.

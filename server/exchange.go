@@ -139,34 +139,41 @@ func (w *worker) respond(c *conn) []byte {
 }
 
 // awaitBody handles a request at c.in[p:] whose head has arrived and whose
-// body has not, all of it. A body larger than the buffer makes room for
-// exactly this request, or for a chunked one doubles the buffer, never
-// beyond the largest request Parse accepts, and only within the worker's
-// memory budget (503 and a close beyond it). It returns out with what to
-// answer now (100 Continue, or the 503), the new position of the request
-// in c.in, and whether that request needs a buffer larger than the
-// default.
+// body has not, all of it. The buffer grows as the body arrives, not for
+// what the head declares: only once it is full with this request at its
+// front, to four times its size, never beyond this request (its
+// Content-Length, or for a chunked one the largest request Parse accepts),
+// and only within the worker's memory budget (see growIn; 503 and a close
+// beyond it). So the budget is charged at most four times the bytes a
+// connection has actually sent: headers that declare 1 MiB and send
+// nothing (~65 of them used to reserve the whole 64 MiB) hold only their
+// default buffers. Four rather than two: each step leaves the old buffer
+// to the collector, and doubling (16 KiB to 1 MiB in 7 steps instead of
+// 3) made enough garbage to take TestHostileMemory's RSS past its bound.
+//
+// It returns out with what to answer now (100 Continue, or the 503), the
+// position of the request in c.in, and whether that request needs a
+// buffer larger than the default.
 func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int) ([]byte, int, bool) {
-	need := req.HeaderLen + int(req.ContentLength)
-	if req.Chunked {
-		need = 0
-		if p == 0 && len(c.in) == cap(c.in) {
-			need = min(2*cap(c.in), w.limits.MaxRequestBytes())
-		}
+	// growIn may drop another connection's grown buffer, and w.ctx.req
+	// with it (putIn): read the request first.
+	need, chunked, expect := req.HeaderLen+int(req.ContentLength), req.Chunked, req.Expect100
+	head := string(req.Method) == "HEAD"
+	if chunked {
+		need = w.limits.MaxRequestBytes()
 	}
-	if need > cap(c.in) {
-		if !w.growIn(c, p, need) {
-			out = w.appendError(out, 503, "server busy: memory budget exhausted", string(req.Method) == "HEAD")
+	if p == 0 && len(c.in) == cap(c.in) && need > cap(c.in) {
+		if !w.growIn(c, min(4*cap(c.in), need)) {
+			out = w.appendError(out, 503, "server busy: memory budget exhausted", head)
 			c.closeAfter = true
 			return out, len(c.in), false
 		}
-		p = 0
 	}
-	if req.Expect100 && !c.sent100 {
+	if expect && !c.sent100 {
 		c.sent100 = true
 		out = append(out, "HTTP/1.1 100 Continue\r\n\r\n"...)
 	}
-	return out, p, req.Chunked || need > w.srv.cfg.ReadBufferSize
+	return out, p, chunked || need > w.srv.cfg.ReadBufferSize
 }
 
 // putIn gives an input buffer back to the budget. The last parsed
@@ -178,16 +185,58 @@ func (w *worker) putIn(b []byte) {
 	}
 }
 
-// growIn moves c.in[from:] into a new buffer of capacity size, if the
-// memory budget allows, and reports whether it did.
-func (w *worker) growIn(c *conn, from, size int) bool {
-	grown, ok := w.bud.grow(c.in, from, size)
-	if !ok {
-		return false
+// growIn moves c.in into a new buffer of capacity size and reports whether
+// it did. When the budget is spent, room goes to the connection that would
+// hold less: the connection holding the largest grown input buffer, if
+// that is more than four times size, has its request refused (evict) to
+// make room, and so on while the budget is short. That is a fair share of
+// the budget among the connections receiving large requests (max-min,
+// within a factor of four, so that connections of similar size do not
+// evict each other in turn: every eviction leaves a buffer to the
+// collector, and with a factor of one or two TestHostileMemory's RSS
+// went past its bound): however many connections an attacker fills with
+// bodies, a body under a quarter of theirs still gets in.
+func (w *worker) growIn(c *conn, size int) bool {
+	grown, ok := w.bud.grow(c.in, size)
+	for !ok {
+		v := w.largestHolder(c)
+		if v == nil || cap(v.in) <= 4*size {
+			return false
+		}
+		w.evict(v)
+		grown, ok = w.bud.grow(c.in, size)
 	}
 	w.putIn(c.in)
 	c.in = grown
 	return true
+}
+
+// largestHolder returns the connection other than c whose request holds
+// the largest grown input buffer, or nil when none does. It looks at every
+// connection, which only a spent budget makes it do.
+func (w *worker) largestHolder(c *conn) *conn {
+	var v *conn
+	for _, o := range w.conns {
+		if o != nil && o != c && o.state == stateOpen && cap(o.in) > w.bud.base && (v == nil || cap(o.in) > cap(v.in)) {
+			v = o
+		}
+	}
+	return v
+}
+
+// evict refuses the request v is receiving, to give its buffer to a
+// connection that needs less: 503, and the connection closes after it.
+func (w *worker) evict(v *conn) {
+	w.putIn(v.in)
+	v.in = nil
+	select {
+	case w.srv.collect <- struct{}{}:
+	default: // one is asked for already
+	}
+	v.closeAfter = true
+	// Built in the discard buffer: w.out holds the responses being built.
+	msg := w.appendError(w.discard[:0], 503, "server busy: memory budget shared", false)
+	w.send(v, msg)
 }
 
 // shrinkIn moves c.in (which fits) back into a default-size buffer.

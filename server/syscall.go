@@ -43,3 +43,25 @@ func epollWait(epfd int, events []unix.EpollEvent, timeout int) (int, unix.Errno
 	n, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(timeout), 0, 0)
 	return int(n), e
 }
+
+// unsent returns how many bytes of fd's send queue the peer has not
+// acknowledged yet (SIOCOUTQ, which is TIOCOUTQ on Linux; a FIN counts as
+// one), and 0 when it cannot tell.
+func unsent(fd int) int {
+	var n int32
+	_, _, e := unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCOUTQ, uintptr(unsafe.Pointer(&n)))
+	if e != 0 {
+		return 0
+	}
+	return int(n)
+}
+
+// setAbortOnClose makes the next close of fd drop whatever the socket
+// still holds and send a reset (SO_LINGER on with a zero timeout): the
+// close neither blocks nor leaves an orphaned socket holding unsent data
+// in the kernel.
+func setAbortOnClose(fd int) {
+	l := unix.Linger{Onoff: 1, Linger: 0}
+	unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_LINGER,
+		uintptr(unsafe.Pointer(&l)), unsafe.Sizeof(l), 0)
+}

@@ -65,7 +65,8 @@ type worker struct {
 	ready    []readyConn // connections with requests left after their turn
 	epoch    time.Time   // w.now is monotonic nanoseconds since epoch
 	now      int64
-	lastScan int64
+	lastScan int64 // when the last timeout pass began
+	scanNext int   // the next slot the timeout pass examines; -1 between passes
 	busyAt   int64 // w.now when epoll_wait last returned events
 	draining bool
 
@@ -113,13 +114,14 @@ func newWorker(s *Server, idx, cpu, lfd int) (*worker, error) {
 	}
 	w := &worker{
 		srv: s, idx: idx, cpu: cpu, lfd: lfd, epfd: epfd, evfd: evfd,
-		limits:  http1.Limits{MaxHeaderBytes: s.cfg.MaxHeaderBytes, MaxBodyBytes: s.cfg.MaxBodyBytes},
-		events:  make([]unix.EpollEvent, maxEvents),
-		bud:     newBudget(&s.cfg),
-		out:     make([]byte, 0, initialOutSize),
-		body:    make([]byte, 0, initialBodySize),
-		discard: make([]byte, s.cfg.ReadBufferSize),
-		date:    make([]byte, 0, 64),
+		limits:   http1.Limits{MaxHeaderBytes: s.cfg.MaxHeaderBytes, MaxBodyBytes: s.cfg.MaxBodyBytes},
+		events:   make([]unix.EpollEvent, maxEvents),
+		bud:      newBudget(&s.cfg),
+		out:      make([]byte, 0, initialOutSize),
+		body:     make([]byte, 0, initialBodySize),
+		discard:  make([]byte, s.cfg.ReadBufferSize),
+		date:     make([]byte, 0, 64),
+		scanNext: -1,
 		// Start the monotonic clock a second back, so that w.now is never
 		// 0 (0 means "no request started" in conn.reqStart).
 		epoch: time.Now().Add(-time.Second),

@@ -125,3 +125,57 @@ func TestTimeoutsIgnoreWallClock(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainAcceptBounded: the drain accepts what waits in the listen
+// queue, but at most Config.Backlog connections (what the queue could hold
+// when it began), so that clients connecting faster than it accepts cannot
+// keep it going, and none once the stop is forced.
+func TestDrainAcceptBounded(t *testing.T) {
+	for _, tc := range []struct {
+		queued, backlog int
+		forced          bool
+		want            int
+	}{
+		{queued: 10, backlog: 64, want: 10},
+		{queued: 200, backlog: 64, want: 64},
+		{queued: 200, backlog: 128, want: 128},
+		{queued: 200, backlog: 64, forced: true, want: 0},
+	} {
+		s := New(Config{Log: io.Discard, Backlog: tc.backlog})
+		// The kernel's queue is larger than the configured backlog: the
+		// drain's bound is what must stop it.
+		fds, port, err := reuseport.Listen([]int{0}, reuseport.Options{Addr: netip.MustParseAddr("127.0.0.1"), Backlog: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := newWorker(s, 0, 0, fds[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.tick()
+		var clients []net.Conn
+		for range tc.queued {
+			c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		s.forced.Store(tc.forced)
+		w.startDrain()
+		if w.nconns != tc.want || w.lfd != -1 {
+			t.Errorf("%d queued, backlog %d, forced %v: drain accepted %d (listener %d), want %d and the listener closed",
+				tc.queued, tc.backlog, tc.forced, w.nconns, w.lfd, tc.want)
+		}
+		for _, c := range w.conns {
+			if c != nil {
+				w.closeConn(c)
+			}
+		}
+		w.closeFDs()
+		unix.Close(w.evfd)
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+}
