@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,7 +26,7 @@ func checkCPUs(cpus, cmdline string, nrCPUs int) error {
 	if err != nil || len(list) == 0 {
 		return fmt.Errorf("workload.cpus=%q: %v", cpus, err)
 	}
-	top := list[len(list)-1]
+	top := slices.Max(list) // the list is in workload order, not sorted
 	if nrCPUs > 0 && top >= nrCPUs {
 		return fmt.Errorf("workload.cpus=%s: cpu %d does not exist on any machine: the kernel supports %d cpus (CONFIG_NR_CPUS)", cpus, top, nrCPUs)
 	}

@@ -17,6 +17,7 @@ func TestCheckCPUs(t *testing.T) {
 		{"0-3", "", 0, ""},
 		{"0-63", "", 64, ""},
 		{"0-64", "", 64, "cpu 64 does not exist on any machine"},
+		{"64,0-3", "", 64, "cpu 64 does not exist on any machine"}, // in workload order, not sorted
 		{"0-7", "hotpath.x=1 maxcpus=4", 0, "never online with maxcpus=4"},
 		{"0-3", "nr_cpus=4", 256, ""},
 		{"2,9", "nr_cpus=8", 256, "cpu 9 is never online with nr_cpus=8"},

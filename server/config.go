@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/hotpath-dev/hotpath/server/cpulist"
 )
 
 // Config is everything a Server needs. DefaultConfig gives the production
@@ -26,7 +26,13 @@ type Config struct {
 	NoDelay  bool // TCP_NODELAY: a response goes out at once, never held by Nagle
 	BusyPoll int  // SO_BUSY_POLL in microseconds; 0 leaves the net.core.busy_read default
 	RecvBuf  int  // SO_RCVBUF bytes; 0 keeps kernel autotuning
-	SendBuf  int  // SO_SNDBUF bytes; 0 keeps kernel autotuning
+	// SendBuf is SO_SNDBUF in bytes (the kernel doubles it for its own
+	// overhead); 0 is the default of DefaultSendBuf, negative keeps the
+	// kernel's autotuning. It bounds the kernel memory a connection whose
+	// peer does not read can hold: with autotuning (tcp_wmem's maximum, 4
+	// MiB by default) each such connection held ~410 KB, and 3,000 of them
+	// 1.2 GiB of the host's TCP memory. See MemoryBudget for the bound.
+	SendBuf int
 
 	// ReadBufferSize is each connection's input buffer. It bounds how many
 	// pipelined requests one recv can take in; it is raised to
@@ -45,6 +51,14 @@ type Config struct {
 	// client that does not read makes the worker hold one response at
 	// most.
 	//
+	// The budget is charged for what connections actually hold: an input
+	// buffer grows as its body arrives (four times when full, never beyond
+	// the request), so a connection holds at most four times what it sent.
+	// When it is spent, the connection holding the largest grown buffer
+	// yields to one that would hold less than a quarter of it (its request
+	// gets 503): a fair share, so that no group of connections filling
+	// bodies can lock the others out of it.
+	//
 	// What a worker holds (Server.MemoryInUse) stays under
 	//
 	//	conns × (ReadBufferSize + R) + MemoryBudget + MaxOutputPerTurn + R
@@ -57,6 +71,21 @@ type Config struct {
 	// system (see MemoryInUse): the process's RSS stays under its idle
 	// size plus (1 + GOGC/100) times the sum over the workers, the factor
 	// being the garbage that waits for the next collection.
+	//
+	// The kernel holds, besides, each connection's socket buffers: at most
+	// 2 × SendBuf of responses the peer has not read (32 KiB at the
+	// default 16 KiB: 512 MiB per worker at the 16,384 cap, against ~6.5
+	// GB with autotuning), and what the peer sent that the worker has not
+	// read yet, which the receive window bounds (tcp_rmem's default, 128
+	// KiB, or 2 × RecvBuf; more for a connection whose earlier uploads let
+	// autotuning grow it). Measured on loopback: 3,000 connections that
+	// pipelined without end and never read took the host's TCP memory up
+	// by 188-215 KiB each, both ends and the server's full receive queues
+	// included; 3,000 that send 400 requests and never read the answers
+	// (TestNonReadingKernelMemory) by 18-31 KiB each. A
+	// connection closed by a timeout with output unsent is reset, not
+	// closed with a FIN: its memory is freed at once instead of waiting in
+	// an orphaned socket.
 	MemoryBudget int64
 	// MaxRequestsPerTurn and MaxOutputPerTurn end a connection's turn:
 	// after that many requests, or once its responses of this turn reach
@@ -81,12 +110,25 @@ type Config struct {
 	Log        io.Writer // the ready line and errors; nil is os.Stderr
 }
 
+// DefaultSendBuf is the default SO_SNDBUF: what a connection whose peer
+// does not read can make the kernel hold is 2 × 16 KiB. A /json pipeline
+// 16 deep is 2.7 KB of responses per send, and a response larger than the
+// buffer goes out in pieces as the peer acknowledges them (at 32 KiB per
+// round trip: 320 MB/s per connection at a 100 µs RTT). On /json it
+// costs nothing measurable: make bench with BASELINE=HEAD
+// BASELINE_ARGS="-sndbuf -1" (the same build with autotuning), 3 rounds
+// on a loaded 2-core machine, gave server CPU per request 1.25x the C
+// floor plain and 1.34x pipelined at 16 KiB, 1.36x and 1.51x with
+// autotuning (noise, not a gain).
+const DefaultSendBuf = 16 << 10
+
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
 	return Config{
 		Port:               8080,
 		Backlog:            4096,
 		NoDelay:            true,
+		SendBuf:            DefaultSendBuf,
 		ReadBufferSize:     16 << 10,
 		MaxHeaderBytes:     8 << 10,
 		MaxBodyBytes:       1 << 20,
@@ -140,7 +182,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NoDelay, "nodelay", c.NoDelay, "set TCP_NODELAY")
 	fs.IntVar(&c.BusyPoll, "busy-poll", c.BusyPoll, "SO_BUSY_POLL microseconds per socket (0: off / sysctl default)")
 	fs.IntVar(&c.RecvBuf, "rcvbuf", c.RecvBuf, "SO_RCVBUF bytes (0: kernel autotuning)")
-	fs.IntVar(&c.SendBuf, "sndbuf", c.SendBuf, "SO_SNDBUF bytes (0: kernel autotuning)")
+	fs.IntVar(&c.SendBuf, "sndbuf", c.SendBuf, "SO_SNDBUF bytes (-1: kernel autotuning; it bounds the kernel memory of a peer that does not read)")
 	fs.IntVar(&c.ReadBufferSize, "read-buffer", c.ReadBufferSize, "per-connection input buffer bytes")
 	fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", c.MaxHeaderBytes, "request line + headers limit (431 beyond)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "request body limit (413 beyond)")
@@ -161,41 +203,18 @@ func cpuDefault(cpus []int) string {
 	return " (now " + cpuString(cpus) + ")"
 }
 
-func cpuString(cpus []int) string {
-	s := make([]string, len(cpus))
-	for i, c := range cpus {
-		s[i] = strconv.Itoa(c)
-	}
-	return strings.Join(s, ",")
-}
+func cpuString(cpus []int) string { return cpulist.Format(cpus) }
 
-// ParseCPUList parses the kernel's CPU list format ("0-3,6,8-9"). The
-// order is kept (it is the listener order); duplicates are an error.
+// ParseCPUList parses the workload contract's CPU list ("0-3,6,8-9";
+// package cpulist): the order is kept (it is the listener order, and the
+// init routes NIC queue i to the i-th CPU), a CPU listed twice is an
+// error, and so is an empty list.
 func ParseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for part := range strings.SplitSeq(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("cpu list %q: bad cpu %q", s, part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-			}
-		}
-		if b >= 1<<16 {
-			return nil, fmt.Errorf("cpu list %q: cpu %d out of range", s, b)
-		}
-		for c := a; c <= b; c++ {
-			if slices.Contains(cpus, c) {
-				return nil, fmt.Errorf("cpu list %q: cpu %d twice", s, c)
-			}
-			cpus = append(cpus, c)
-		}
+	cpus, err := cpulist.Parse(s)
+	if err == nil && len(cpus) == 0 {
+		err = fmt.Errorf("cpu list %q: no cpu", s)
 	}
-	return cpus, nil
+	return cpus, err
 }
 
 func (c *Config) normalize() {
@@ -211,6 +230,9 @@ func (c *Config) normalize() {
 	}
 	if c.MaxConnsPerWorker <= 0 {
 		c.MaxConnsPerWorker = d.MaxConnsPerWorker
+	}
+	if c.SendBuf == 0 {
+		c.SendBuf = d.SendBuf
 	}
 	if c.MemoryBudget <= 0 {
 		c.MemoryBudget = d.MemoryBudget

@@ -23,6 +23,8 @@ func TestParseCPUList(t *testing.T) {
 		{"-1", nil, false},
 		{"0,0", nil, false},
 		{"0-2,1", nil, false},
+		{"4-7,0-3", []int{4, 5, 6, 7, 0, 1, 2, 3}, true},
+		{"65536", nil, false},
 	}
 	for _, tt := range tests {
 		got, err := ParseCPUList(tt.in)

@@ -26,7 +26,7 @@ func newTestWorker(t testing.TB) (*worker, *conn) {
 	s := New(Config{Log: io.Discard})
 	s.Handle("GET", "/json", func(c *Ctx) { WriteJSON(c, benchMessage{Message: "Hello, World!"}) })
 	s.Handle("POST", "/echo", func(c *Ctx) { c.Write(c.Body()) })
-	w := &worker{srv: s, cpu: 0, out: make([]byte, 0, initialOutSize), body: make([]byte, 0, initialBodySize), epoch: time.Now().Add(-time.Second)}
+	w := &worker{srv: s, cpu: 0, bud: newBudget(&s.cfg), out: make([]byte, 0, initialOutSize), body: make([]byte, 0, initialBodySize), epoch: time.Now().Add(-time.Second)}
 	w.limits.MaxHeaderBytes = s.cfg.MaxHeaderBytes
 	w.limits.MaxBodyBytes = s.cfg.MaxBodyBytes
 	w.ctx.w = w

@@ -48,7 +48,7 @@ func TestCloseIdempotent(t *testing.T) {
 	if c == nil {
 		t.Fatal("addConn failed")
 	}
-	w.setPending(c, []byte("pending"))
+	c.pending = w.bud.setPending(c.pending, []byte("pending"))
 	c.state = stateWriting
 	c.in = append(c.in, "GET /json HTTP/1.1\r\nHost: x\r\n\r\n"...)
 
@@ -71,8 +71,8 @@ func TestCloseIdempotent(t *testing.T) {
 	if w.nconns != 0 || len(w.free) != 1 {
 		t.Errorf("after a second close: %d connections, free slots %v", w.nconns, w.free)
 	}
-	if w.held != int64(s.cfg.ReadBufferSize) || w.extra != 0 {
-		t.Errorf("accounting after close: held %d extra %d, want the one spare input buffer", w.held, w.extra)
+	if w.bud.held != int64(s.cfg.ReadBufferSize) || w.bud.extra != 0 {
+		t.Errorf("accounting after close: held %d extra %d, want the one spare input buffer", w.bud.held, w.bud.extra)
 	}
 }
 
@@ -122,6 +122,60 @@ func TestTimeoutsIgnoreWallClock(t *testing.T) {
 		}
 		if off := date.Sub(time.Now().Add(d)); off < -3*time.Second || off > 3*time.Second {
 			t.Errorf("wall clock stepped by %v: Date %v is %v off it", d, date, off)
+		}
+	}
+}
+
+// TestDrainAcceptBounded: the drain accepts what waits in the listen
+// queue, but at most Config.Backlog connections (what the queue could hold
+// when it began), so that clients connecting faster than it accepts cannot
+// keep it going, and none once the stop is forced.
+func TestDrainAcceptBounded(t *testing.T) {
+	for _, tc := range []struct {
+		queued, backlog int
+		forced          bool
+		want            int
+	}{
+		{queued: 10, backlog: 64, want: 10},
+		{queued: 200, backlog: 64, want: 64},
+		{queued: 200, backlog: 128, want: 128},
+		{queued: 200, backlog: 64, forced: true, want: 0},
+	} {
+		s := New(Config{Log: io.Discard, Backlog: tc.backlog})
+		// The kernel's queue is larger than the configured backlog: the
+		// drain's bound is what must stop it.
+		fds, port, err := reuseport.Listen([]int{0}, reuseport.Options{Addr: netip.MustParseAddr("127.0.0.1"), Backlog: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := newWorker(s, 0, 0, fds[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.tick()
+		var clients []net.Conn
+		for range tc.queued {
+			c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		s.forced.Store(tc.forced)
+		w.startDrain()
+		if w.nconns != tc.want || w.lfd != -1 {
+			t.Errorf("%d queued, backlog %d, forced %v: drain accepted %d (listener %d), want %d and the listener closed",
+				tc.queued, tc.backlog, tc.forced, w.nconns, w.lfd, tc.want)
+		}
+		for _, c := range w.conns {
+			if c != nil {
+				w.closeConn(c)
+			}
+		}
+		w.closeFDs()
+		unix.Close(w.evfd)
+		for _, c := range clients {
+			c.Close()
 		}
 	}
 }

@@ -85,7 +85,7 @@ shutdown.grace=3s
 			check: func(t *testing.T, c Config) {
 				if c.WorkloadPath != "/bin/server" || !slices.Equal(c.WorkloadArgs, []string{"-v", "-x"}) ||
 					!slices.Equal(c.WorkloadEnv, []string{"A=1", "B=two"}) || c.WorkloadPort != 9000 ||
-					c.WorkloadCPUs != "0-2" || c.NetMode != "static" || c.NetAddress.String() != "10.0.0.2/24" ||
+					c.WorkloadCPUs != "2,0-1" || c.NetMode != "static" || c.NetAddress.String() != "10.0.0.2/24" ||
 					c.NetGateway.String() != "10.0.0.1" || !c.NIC.GRO || c.NIC.Coalesce != "static" ||
 					c.NIC.RxUsecs != 0 || c.BusyPoll != 0 || c.Sysctls["net.core.somaxconn"] != "1024" ||
 					c.ShutdownGrace != 3*time.Second {

@@ -16,64 +16,21 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hotpath-dev/hotpath/server/cpulist"
 )
 
-// ParseList parses a CPU list such as "0-3,6". Whitespace around it is
-// ignored; an empty string is the empty set. The result is sorted and
-// deduplicated.
-func ParseList(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	var cpus []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("cpu list %q: bad cpu %q", s, lo)
-		}
-		b := a
-		if isRange {
-			b, err = strconv.Atoi(strings.TrimSpace(hi))
-			if err != nil || b < a {
-				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-			}
-		}
-		if b-a > 1<<16 {
-			return nil, fmt.Errorf("cpu list %q: range %q too large", s, part)
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	slices.Sort(cpus)
-	return slices.Compact(cpus), nil
-}
+// ParseList parses a CPU list such as "0-3,6". It is cpulist.Parse, the
+// one reading of the format that the server shares: whitespace around it
+// is ignored, an empty string is the empty set, the order is kept (NIC
+// queue i goes to the i-th CPU of workload.cpus), and a CPU listed twice
+// is an error. The lists the kernel prints are sorted, so Online and
+// Possible come out sorted.
+func ParseList(s string) ([]int, error) { return cpulist.Parse(s) }
 
-// FormatList renders cpus (any order) as a list with ranges: "0-3,6".
-func FormatList(cpus []int) string {
-	c := slices.Clone(cpus)
-	slices.Sort(c)
-	c = slices.Compact(c)
-	var b strings.Builder
-	for i := 0; i < len(c); {
-		j := i
-		for j+1 < len(c) && c[j+1] == c[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(c[i]))
-		if j > i {
-			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(c[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
-}
+// FormatList renders cpus as a list with ranges, in their order: "0-3,6",
+// "4-7,0-3". It is cpulist.Format; ParseList(FormatList(l)) is l.
+func FormatList(cpus []int) string { return cpulist.Format(cpus) }
 
 // FormatMask renders cpus as the kernel prints a cpumask of nrCPUs bits
 // (nr_cpu_ids): hex, most significant first, exactly ceil(nrCPUs/4) digits,

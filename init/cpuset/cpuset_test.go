@@ -54,7 +54,8 @@ func TestList(t *testing.T) {
 		{"0", []int{0}, "0"},
 		{"0-3", []int{0, 1, 2, 3}, "0-3"},
 		{"0,2,4-5\n", []int{0, 2, 4, 5}, "0,2,4-5"},
-		{"3,1-2,1", []int{1, 2, 3}, "1-3"},
+		{"3,1-2", []int{3, 1, 2}, "3,1-2"},
+		{"4-7,0-3", []int{4, 5, 6, 7, 0, 1, 2, 3}, "4-7,0-3"},
 		{"", nil, ""},
 	} {
 		got, err := ParseList(tc.in)
@@ -65,7 +66,7 @@ func TestList(t *testing.T) {
 			t.Errorf("FormatList(%v) = %q, want %q", got, s, tc.out)
 		}
 	}
-	for _, bad := range []string{"a", "3-1", "-1", "1,,2"} {
+	for _, bad := range []string{"a", "3-1", "-1", "1,,2", "3,1-2,1", "0-3,2"} {
 		if _, err := ParseList(bad); err == nil {
 			t.Errorf("ParseList(%q) succeeded", bad)
 		}

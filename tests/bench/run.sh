@@ -25,6 +25,8 @@
 #        KEEP=1 keeps the work directory (wrk output, strace summaries, logs)
 #        BASELINE=<git revision> also builds that revision's hotpath-json and
 #        runs it as the peer "baseline": before/after in the same run
+#        HOTPATH_ARGS, BASELINE_ARGS: extra flags for hotpath and baseline
+#        (BASELINE=HEAD BASELINE_ARGS="-sndbuf -1": the cost of one option)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -97,7 +99,10 @@ start_server() {
 	shift
 	case $name in
 	hotpath | baseline)
-		taskset -c "$SERVER_CPU" "$WORK/$name" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" "$@" \
+		local extra
+		if [[ $name == hotpath ]]; then extra=${HOTPATH_ARGS:-}; else extra=${BASELINE_ARGS:-}; fi
+		# shellcheck disable=SC2086 # extra is a list of flags
+		taskset -c "$SERVER_CPU" "$WORK/$name" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" $extra "$@" \
 			2>"$WORK/$name.log" &
 		;;
 	fasthttp | nethttp | epoll | cfloor)
