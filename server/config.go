@@ -25,7 +25,20 @@ type Config struct {
 	Backlog  int  // listen backlog per worker (the kernel caps it at net.core.somaxconn)
 	NoDelay  bool // TCP_NODELAY: a response goes out at once, never held by Nagle
 	BusyPoll int  // SO_BUSY_POLL in microseconds; 0 leaves the net.core.busy_read default
-	RecvBuf  int  // SO_RCVBUF bytes; 0 keeps kernel autotuning
+	// PreferBusyPoll asks each worker's epoll instance to prefer busy
+	// polling over the NIC's interrupts (EPIOCSPARAMS, Linux 6.9+:
+	// busy_poll_usecs = BusyPoll, or net.core.busy_poll when 0;
+	// prefer_busy_poll = 1) and sets SO_PREFER_BUSY_POLL on the sockets.
+	// It pays only with the queue's napi_defer_hard_irqs and
+	// gro_flush_timeout set (the init's nic.defer_hard_irqs and
+	// nic.gro_flush_timeout). On an older kernel the server logs that and
+	// runs with plain epoll. See server/busypoll.
+	PreferBusyPoll bool
+	// BusyPollBudget is the packets per epoll busy poll (EPIOCSPARAMS
+	// busy_poll_budget); 0 is the kernel's default (8). Above 64 the
+	// kernel asks for CAP_NET_ADMIN.
+	BusyPollBudget int
+	RecvBuf        int // SO_RCVBUF bytes; 0 keeps kernel autotuning
 	// SendBuf is SO_SNDBUF in bytes (the kernel doubles it for its own
 	// overhead); 0 is the default of DefaultSendBuf, negative keeps the
 	// kernel's autotuning. It bounds the kernel memory a connection whose
@@ -181,6 +194,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Backlog, "backlog", c.Backlog, "listen backlog per worker")
 	fs.BoolVar(&c.NoDelay, "nodelay", c.NoDelay, "set TCP_NODELAY")
 	fs.IntVar(&c.BusyPoll, "busy-poll", c.BusyPoll, "SO_BUSY_POLL microseconds per socket (0: off / sysctl default)")
+	fs.BoolVar(&c.PreferBusyPoll, "prefer-busy-poll", c.PreferBusyPoll, "epoll prefers busy polling over NIC interrupts (EPIOCSPARAMS, Linux 6.9+; pair with the NIC's napi_defer_hard_irqs)")
+	fs.IntVar(&c.BusyPollBudget, "busy-poll-budget", c.BusyPollBudget, "packets per busy poll (0: kernel default 8; above 64 needs CAP_NET_ADMIN)")
 	fs.IntVar(&c.RecvBuf, "rcvbuf", c.RecvBuf, "SO_RCVBUF bytes (0: kernel autotuning)")
 	fs.IntVar(&c.SendBuf, "sndbuf", c.SendBuf, "SO_SNDBUF bytes (-1: kernel autotuning; it bounds the kernel memory of a peer that does not read)")
 	fs.IntVar(&c.ReadBufferSize, "read-buffer", c.ReadBufferSize, "per-connection input buffer bytes")

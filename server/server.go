@@ -79,9 +79,12 @@ type Server struct {
 	cpus    []int
 	port    int
 	workers []*worker
-	wg      sync.WaitGroup
-	done    chan struct{} // closed when every worker has returned
-	ready   chan struct{} // closed when Start has succeeded
+	// busyPoll is what the kernel took of the epoll busy-poll parameters,
+	// for the ready log (busypoll.go); "" when none were asked for.
+	busyPoll string
+	wg       sync.WaitGroup
+	done     chan struct{} // closed when every worker has returned
+	ready    chan struct{} // closed when Start has succeeded
 
 	wakeMu     sync.Mutex // orders wake-ups before the eventfds are closed
 	wakeClosed bool
@@ -207,6 +210,7 @@ func (s *Server) Start() (err error) {
 	fds, port, err := reuseport.Listen(cpus, reuseport.Options{
 		Addr: addr, Port: s.cfg.Port, Backlog: s.cfg.Backlog,
 		RecvBuf: s.cfg.RecvBuf, SendBuf: max(s.cfg.SendBuf, 0), BusyPoll: s.cfg.BusyPoll, NoDelay: s.cfg.NoDelay,
+		PreferBusyPoll: s.cfg.PreferBusyPoll,
 	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -252,6 +256,9 @@ func (s *Server) Start() (err error) {
 			<-s.done
 			return err
 		}
+	}
+	if s.busyPoll != "" {
+		fmt.Fprintf(s.cfg.Log, "hotpath: epoll busy polling: %s\n", s.busyPoll)
 	}
 	fmt.Fprintf(s.cfg.Log, "hotpath: ready: %d workers on cpus %s listening on %s\n",
 		len(cpus), cpuString(cpus), netip.AddrPortFrom(addrOrAny(addr), uint16(port)))

@@ -106,6 +106,11 @@ func newWorker(s *Server, idx, cpu, lfd int) (*worker, error) {
 		unix.Close(lfd)
 		return nil, fmt.Errorf("server: worker %d: epoll_create1: %w", cpu, err)
 	}
+	if err := s.setEpollBusyPoll(epfd); err != nil {
+		unix.Close(lfd)
+		unix.Close(epfd)
+		return nil, fmt.Errorf("server: worker %d: %w", cpu, err)
+	}
 	evfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		unix.Close(lfd)

@@ -102,7 +102,8 @@ func ioctl(fd int, req uintptr, p *Params) error {
 // SetSocket sets SO_PREFER_BUSY_POLL and, when budget is not 0,
 // SO_BUSY_POLL_BUDGET on a socket (Linux 5.11: ENOPROTOOPT before it).
 // Accepted sockets inherit both from the listening socket (sk_clone_lock
-// copies the socket).
+// copies the socket). A budget above the socket's current one (0 at
+// first) needs CAP_NET_ADMIN (net/core/sock.c sk_setsockopt).
 func SetSocket(fd int, prefer bool, budget int) error {
 	v := 0
 	if prefer {
