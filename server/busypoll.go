@@ -35,3 +35,28 @@ func (s *Server) setEpollBusyPoll(epfd int) error {
 	s.busyPoll = got.String() + " (read back from the kernel)"
 	return nil
 }
+
+// preferSockets sets SO_PREFER_BUSY_POLL on the listeners (accepted
+// sockets inherit it), which the recv busy loop reads (sk_busy_loop). It is
+// best effort: the option needs CAP_NET_ADMIN (net/core/sock.c
+// sk_setsockopt), which the appliance's workload does not have, and the
+// preference that matters for a worker, which waits in epoll_wait, is the
+// epoll instance's (setEpollBusyPoll, no privilege needed). The ready log
+// says which it got. (SO_BUSY_POLL_BUDGET is not set at all: any value
+// above a socket's 0 needs CAP_NET_ADMIN too.)
+func (s *Server) preferSockets(fds []int) {
+	if !s.cfg.PreferBusyPoll {
+		return
+	}
+	var err error
+	for _, fd := range fds {
+		if err = busypoll.SetSocket(fd, true, 0); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		s.sockPrefer = fmt.Sprintf("; sockets: %v (the epoll instance's preference applies)", err)
+	} else {
+		s.sockPrefer = "; sockets: SO_PREFER_BUSY_POLL=1"
+	}
+}

@@ -81,10 +81,11 @@ type Server struct {
 	workers []*worker
 	// busyPoll is what the kernel took of the epoll busy-poll parameters,
 	// for the ready log (busypoll.go); "" when none were asked for.
-	busyPoll string
-	wg       sync.WaitGroup
-	done     chan struct{} // closed when every worker has returned
-	ready    chan struct{} // closed when Start has succeeded
+	busyPoll   string
+	sockPrefer string // preferSockets: what the listeners got
+	wg         sync.WaitGroup
+	done       chan struct{} // closed when every worker has returned
+	ready      chan struct{} // closed when Start has succeeded
 
 	wakeMu     sync.Mutex // orders wake-ups before the eventfds are closed
 	wakeClosed bool
@@ -210,12 +211,12 @@ func (s *Server) Start() (err error) {
 	fds, port, err := reuseport.Listen(cpus, reuseport.Options{
 		Addr: addr, Port: s.cfg.Port, Backlog: s.cfg.Backlog,
 		RecvBuf: s.cfg.RecvBuf, SendBuf: max(s.cfg.SendBuf, 0), BusyPoll: s.cfg.BusyPoll, NoDelay: s.cfg.NoDelay,
-		PreferBusyPoll: s.cfg.PreferBusyPoll,
 	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.port = port
+	s.preferSockets(fds)
 
 	ready := make(chan error, len(cpus))
 	for i, cpu := range cpus {
@@ -258,7 +259,7 @@ func (s *Server) Start() (err error) {
 		}
 	}
 	if s.busyPoll != "" {
-		fmt.Fprintf(s.cfg.Log, "hotpath: epoll busy polling: %s\n", s.busyPoll)
+		fmt.Fprintf(s.cfg.Log, "hotpath: epoll busy polling: %s%s\n", s.busyPoll, s.sockPrefer)
 	}
 	fmt.Fprintf(s.cfg.Log, "hotpath: ready: %d workers on cpus %s listening on %s\n",
 		len(cpus), cpuString(cpus), netip.AddrPortFrom(addrOrAny(addr), uint16(port)))

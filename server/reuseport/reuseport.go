@@ -39,12 +39,6 @@ type Options struct {
 	BusyPoll int
 	// NoDelay sets TCP_NODELAY on the listeners (inherited on Linux).
 	NoDelay bool
-	// PreferBusyPoll sets SO_PREFER_BUSY_POLL on the listeners (Linux
-	// 5.11), inherited by accepted sockets. (SO_BUSY_POLL_BUDGET is not
-	// set: any value above the socket's 0 needs CAP_NET_ADMIN, which the
-	// appliance's workload does not have, and the epoll budget is the one
-	// a worker's wait uses.)
-	PreferBusyPoll bool
 }
 
 // Listen creates one non-blocking listening socket per entry of cpus, in
@@ -160,7 +154,6 @@ func listenOne(o Options, port int) (fd int, err error) {
 		{"SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, o.RecvBuf, o.RecvBuf <= 0},
 		{"SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, o.SendBuf, o.SendBuf <= 0},
 		{"SO_BUSY_POLL", unix.SOL_SOCKET, unix.SO_BUSY_POLL, o.BusyPoll, o.BusyPoll <= 0},
-		{"SO_PREFER_BUSY_POLL", unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1, !o.PreferBusyPoll},
 	}
 	for _, so := range opts {
 		if so.skip {
