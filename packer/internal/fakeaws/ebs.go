@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ebsError writes a restJson1 error the way EBS does: the code in the
@@ -171,6 +172,7 @@ func (s *Server) startSnapshot(q ebsRequest, region string) ebsAnswer {
 	for _, t := range in.Tags {
 		sn.Tags[t.Key] = t.Value
 	}
+	sn.deadline = s.clock().Add(time.Duration(sn.timeout()) * time.Minute)
 	s.snapshots[sn.ID] = sn
 	if in.ClientToken != "" {
 		s.tokens[in.ClientToken] = sn.ID
@@ -208,6 +210,7 @@ func (s *Server) putSnapshotBlock(q ebsRequest, region string) ebsAnswer {
 	}
 	sn.Blocks[int32(idx)] = q.body
 	sn.Sums[int32(idx)] = raw
+	sn.deadline = s.clock().Add(time.Duration(sn.timeout()) * time.Minute)
 	return ebsAnswer{status: 201, header: map[string]string{"X-Amz-Checksum": want, "X-Amz-Checksum-Algorithm": "SHA256"}}
 }
 
@@ -229,6 +232,7 @@ func (s *Server) completeSnapshot(q ebsRequest, region string) ebsAnswer {
 	}
 	sn.Completed = true
 	sn.pendingPolls = s.PendingPolls
+	sn.failWith = s.CompleteError
 	sn.ChangedBlocks = int32(len(sn.Blocks))
 	sn.Checksum = h.Get("X-Amz-Checksum")
 	return ebsAnswer{status: 202, body: map[string]string{"Status": "pending"}}
@@ -238,6 +242,10 @@ func (s *Server) pendingSnapshot(id, region string) (*Snapshot, *Fault) {
 	sn, ok := s.snapshots[id]
 	if !ok || sn.Region != region {
 		return nil, &Fault{Status: 404, Code: "ResourceNotFoundException", Message: "snapshot " + id + " not found", Reason: "SNAPSHOT_NOT_FOUND"}
+	}
+	s.expire(sn)
+	if sn.State == "error" {
+		return nil, &Fault{Status: 400, Code: "ValidationException", Message: "snapshot " + id + " is in state error (" + sn.StateMessage + ")", Reason: "INVALID_SNAPSHOT_ID"}
 	}
 	if sn.Completed {
 		return nil, &Fault{Status: 400, Code: "ValidationException", Message: "snapshot " + id + " is not pending", Reason: "INVALID_SNAPSHOT_ID"}

@@ -251,23 +251,61 @@ func (s *Server) describeSnapshots(p map[string]string, region string) (string, 
 		if len(desc) > 0 && !slices.ContainsFunc(desc, func(d string) bool { return globMatch(d, sn.Description) }) {
 			continue
 		}
-		state, progress := sn.State, "0%"
-		if sn.Completed {
-			if sn.pendingPolls > 0 {
-				sn.pendingPolls--
-				progress = "99%"
-			} else {
-				sn.State, state, progress = "completed", "completed", "100%"
-			}
-		}
-		fmt.Fprintf(&b, "<item><snapshotId>%s</snapshotId><volumeId>vol-ffffffff</volumeId><status>%s</status>"+
+		progress := s.advanceSnapshot(sn)
+		fmt.Fprintf(&b, "<item><snapshotId>%s</snapshotId><volumeId>vol-ffffffff</volumeId><status>%s</status>%s"+
 			"<startTime>2026-01-01T00:00:00.000Z</startTime><progress>%s</progress><ownerId>%s</ownerId>"+
 			"<volumeSize>%d</volumeSize><description>%s</description><encrypted>%t</encrypted>%s%s</item>",
-			sn.ID, state, progress, sn.OwnerID, sn.VolumeSize, esc(sn.Description), sn.Encrypted,
+			sn.ID, sn.State, optional("statusMessage", sn.StateMessage), progress, sn.OwnerID, sn.VolumeSize, esc(sn.Description), sn.Encrypted,
 			optional("kmsKeyId", sn.KmsKeyArn), tagSet(sn.Tags))
 	}
 	b.WriteString("</snapshotSet>")
 	return b.String(), nil
+}
+
+// advanceSnapshot moves a snapshot one DescribeSnapshots poll further and
+// returns its progress: a completed upload is "pending" PendingPolls more
+// times, then "completed" (or "error" when it was armed to fail); one
+// never completed expires.
+func (s *Server) advanceSnapshot(sn *Snapshot) (progress string) {
+	s.expire(sn)
+	switch {
+	case !sn.Completed || sn.State != "pending":
+		if sn.State == "completed" {
+			return "100%"
+		}
+		return "0%"
+	case sn.pendingPolls > 0:
+		sn.pendingPolls--
+		return "99%"
+	case sn.failWith != "":
+		// EC2 User Guide, "Amazon EBS snapshot lifecycle"/DescribeSnapshots:
+		// a snapshot's state is pending, completed, error, recoverable or
+		// recovering; an error carries its reason in StateMessage.
+		sn.State, sn.StateMessage = "error", sn.failWith
+		return "0%"
+	}
+	sn.State = "completed"
+	return "100%"
+}
+
+// expire cancels a snapshot still pending after its deadline. EBS direct
+// APIs reference, StartSnapshot, Timeout: the snapshot is automatically
+// cancelled if no block is written to it, or it is not completed after
+// the last block is written, within Timeout minutes (default 60); a
+// cancelled snapshot is in state error.
+func (s *Server) expire(sn *Snapshot) {
+	if sn.State == "pending" && !sn.Completed && !sn.deadline.IsZero() && s.clock().After(sn.deadline) {
+		sn.State = "error"
+		sn.StateMessage = fmt.Sprintf("cancelled: no block written and no CompleteSnapshot within the %d-minute timeout", sn.timeout())
+	}
+}
+
+// timeout is the snapshot's Timeout in minutes, 60 when not given.
+func (sn *Snapshot) timeout() int32 {
+	if sn.Timeout == 0 {
+		return 60
+	}
+	return sn.Timeout
 }
 
 func (s *Server) registerImage(p map[string]string, region string) (string, *Fault) {
@@ -388,7 +426,7 @@ func (s *Server) describeImages(p map[string]string, region string) (string, *Fa
 				}
 			}
 		}
-		b.WriteString(imageXML(im, s.snapshots[im.SnapshotID]))
+		b.WriteString(imageXML(im, s.snapshots[im.SnapshotID], s.clock()))
 	}
 	b.WriteString("</imagesSet>")
 	return b.String(), nil
@@ -402,6 +440,10 @@ func (s *Server) deregisterImage(p map[string]string, region string) (string, *F
 	}
 	if im.Protected {
 		return "", &Fault{Status: 400, Code: "InvalidParameter", Message: "Image " + id + " has deregistration protection enabled"}
+	}
+	if now := s.clock(); now.Before(im.ProtectedUntil) {
+		return "", &Fault{Status: 400, Code: "InvalidParameter", Message: "Image " + id + " has deregistration protection enabled: its cooldown ends at " +
+			im.ProtectedUntil.UTC().Format(ec2Time)}
 	}
 	delete(s.images, id)
 	return "<return>true</return>", nil
@@ -508,6 +550,12 @@ func (s *Server) modifyImageAttribute(p map[string]string, region string) (strin
 	if f := checkPrincipals(users, groups); f != nil {
 		return "", f
 	}
+	// EC2 User Guide, "Share an AMI publicly" (considerations): an AMI
+	// with encrypted volumes cannot be made public; it can be shared with
+	// accounts and organizations only.
+	if sn := s.snapshots[im.SnapshotID]; slices.Contains(groups, "all") && sn != nil && sn.Encrypted {
+		return "", &Fault{Status: 400, Code: "InvalidParameter", Message: "Image " + im.ID + " has encrypted snapshot " + sn.ID + " and cannot be made public"}
+	}
 	im.LaunchOrgs = append(im.LaunchOrgs, orgs...)
 	im.LaunchOUs = append(im.LaunchOUs, ous...)
 	im.LaunchUsers = append(im.LaunchUsers, users...)
@@ -536,16 +584,36 @@ func (s *Server) enableProtection(p map[string]string, region string) (string, *
 	if f != nil {
 		return "", f
 	}
-	im.Protected, im.ProtectedCooldown = true, p["WithCooldown"] == "true"
+	im.Protected, im.ProtectedCooldown, im.ProtectedUntil = true, p["WithCooldown"] == "true", time.Time{}
+	if im.ProtectedCooldown {
+		return "<return>enabled-with-cooldown</return>", nil
+	}
 	return "<return>enabled</return>", nil
 }
+
+// ec2Time is how EC2 writes times.
+const ec2Time = "2006-01-02T15:04:05.000Z"
+
+// cooldown is how long protection enabled WithCooldown outlives its
+// disabling. EC2 API Reference, EnableImageDeregistrationProtection,
+// WithCooldown: "enforces deregistration protection for 24 hours after
+// deregistration protection is disabled"; EC2 User Guide, "Protect an
+// Amazon EC2 AMI from deregistration": the AMI then reads
+// disabled-until-<time> and cannot be deregistered before that time.
+const cooldown = 24 * time.Hour
 
 func (s *Server) disableProtection(p map[string]string, region string) (string, *Fault) {
 	im, f := s.image(p["ImageId"], region)
 	if f != nil {
 		return "", f
 	}
-	im.Protected = false
+	if im.Protected && im.ProtectedCooldown {
+		im.ProtectedUntil = s.clock().Add(cooldown)
+	}
+	im.Protected, im.ProtectedCooldown = false, false
+	if !im.ProtectedUntil.IsZero() {
+		return "<return>disabled-until-" + im.ProtectedUntil.UTC().Format(ec2Time) + "</return>", nil
+	}
 	return "<return>disabled</return>", nil
 }
 
@@ -585,7 +653,7 @@ func (s *Server) checkImageName(name, region string) *Fault {
 	return nil
 }
 
-func imageXML(im *Image, sn *Snapshot) string {
+func imageXML(im *Image, sn *Snapshot, now time.Time) string {
 	encrypted := sn != nil && sn.Encrypted
 	// EC2 leaves the snapshot id out while an image (a copy) is pending.
 	snap := ""
@@ -594,8 +662,13 @@ func imageXML(im *Image, sn *Snapshot) string {
 	}
 	extra := optional("sriovNetSupport", im.SriovNetSupport) + optional("bootMode", im.BootMode) +
 		optional("imdsSupport", im.Imds) + optional("tpmSupport", im.Tpm) + optional("deprecationTime", im.DeprecateAt)
-	if im.Protected {
+	switch {
+	case im.Protected && im.ProtectedCooldown:
+		extra += "<deregistrationProtection>enabled-with-cooldown</deregistrationProtection>"
+	case im.Protected:
 		extra += "<deregistrationProtection>enabled</deregistrationProtection>"
+	case now.Before(im.ProtectedUntil):
+		extra += "<deregistrationProtection>disabled-until-" + im.ProtectedUntil.UTC().Format(ec2Time) + "</deregistrationProtection>"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "<item><imageId>%s</imageId><imageLocation>123456789012/%s</imageLocation><imageState>%s</imageState>"+

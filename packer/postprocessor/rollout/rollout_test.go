@@ -257,3 +257,46 @@ func TestRolloutTimeout(t *testing.T) {
 		t.Errorf("%d rollbacks, want both groups", fl.f.CountCalls("RollbackInstanceRefresh", 200))
 	}
 }
+
+// TestRolloutParameterNotTaken: Parameter Store answers PutParameter of
+// an aws:ec2:image value with 200 and validates it afterwards, dropping
+// an id that is no available AMI of the region. The roll-out reads the
+// parameter back, and stops with a message that says so before any
+// launch template or group is touched.
+func TestRolloutParameterNotTaken(t *testing.T) {
+	fl := newFleet(t)
+	gone := "ami-0000000000000dead"
+	in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + gone}
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{}}).PostProcess(context.Background(), ui, in)
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "publish "+gone+" to SSM parameter "+param) ||
+		!strings.Contains(err.Error(), "still holds "+fl.old) || !strings.Contains(err.Error(), "validates aws:ec2:image values asynchronously") {
+		t.Fatalf("err %v", err)
+	}
+	if n := fl.f.CountCalls("PutParameter", 200); n != 2 {
+		t.Errorf("%d accepted PutParameter calls, want the publish and the restore", n)
+	}
+	if reads := fl.f.CountCalls("GetParameter", 200); reads < 20 {
+		t.Errorf("%d reads: the roll-out gave up before its bound", reads)
+	}
+	if pm, _ := fl.f.Parameter("eu-west-1", param); pm.Value != fl.old {
+		t.Errorf("parameter %s, want the old AMI", pm.Value)
+	}
+}
+
+// TestRolloutParameterDataType: a parameter of another data type cannot
+// become an aws:ec2:image parameter; the roll-out says so instead of
+// publishing.
+func TestRolloutParameterDataType(t *testing.T) {
+	fl := newFleet(t)
+	fl.f.PutParameterAs("eu-west-1", param, "not an ami", "text")
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, fl.input())
+	if err == nil || !strings.Contains(err.Error(), `has data type "text": Parameter Store cannot change a parameter's data type`) {
+		t.Fatalf("err %v", err)
+	}
+	if n := fl.f.CountCalls("PutParameter", 0) + fl.f.CountCalls("CreateLaunchTemplateVersion", 0); n != 0 {
+		t.Errorf("%d PutParameter/CreateLaunchTemplateVersion calls after the refusal", n)
+	}
+}
