@@ -636,3 +636,25 @@ func TestPostProcessProtectionCooldown(t *testing.T) {
 		t.Errorf("snapshots left %+v, want only %s's", snaps, imgs[0].ID)
 	}
 }
+
+// TestPostProcessClockSkew: with the build machine's clock 10 minutes
+// off AWS's, every first request of each client is refused
+// RequestTimeTooSkewed; the plugin's SDK configuration keeps the SDK's
+// clock-skew correction (from the Date of that answer), so the build
+// still succeeds.
+func TestPostProcessClockSkew(t *testing.T) {
+	f := fakeaws.New("AKIDPP", "secret")
+	defer f.Close()
+	f.SetClock(func() time.Time { return time.Now().Add(10 * time.Minute) })
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	ui := new(uitest.UI)
+	if _, _, _, err := newPP(t, f, nil).PostProcess(context.Background(), ui, input(t, path)); err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	if n := f.CountCalls("sigv4:RequestTimeTooSkewed", 403); n == 0 {
+		t.Error("no request was refused for clock skew: the fake's clock did not count")
+	}
+	if imgs := f.Images(); len(imgs) != 1 || imgs[0].State != "available" {
+		t.Errorf("images %+v", imgs)
+	}
+}
