@@ -571,7 +571,7 @@ func (s *Server) enableImageDeprecation(p map[string]string, region string) (str
 		return "", f
 	}
 	t, _ := time.Parse(time.RFC3339, p["DeprecateAt"])
-	if !t.After(time.Now()) {
+	if !t.After(s.clock()) {
 		return "", badParam("DeprecateAt %s is in the past", p["DeprecateAt"])
 	}
 	t = t.Round(time.Minute) // as EC2 does

@@ -45,6 +45,13 @@ func (s *Server) PutParameterValue(region, name, value string) {
 	s.PutParameterAs(region, name, value, "aws:ec2:image")
 }
 
+// DeleteParameterValue deletes a parameter as if someone had.
+func (s *Server) DeleteParameterValue(region, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.parameters, region+"/"+name)
+}
+
 // PutParameterAs sets a String parameter of the data type given, as if
 // someone had published it.
 func (s *Server) PutParameterAs(region, name, value, dataType string) {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -264,24 +265,34 @@ func TestRolloutTimeout(t *testing.T) {
 // parameter back, and stops with a message that says so before any
 // launch template or group is touched.
 func TestRolloutParameterNotTaken(t *testing.T) {
-	fl := newFleet(t)
-	gone := "ami-0000000000000dead"
-	in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + gone}
-	ui := new(uitest.UI)
-	_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{}}).PostProcess(context.Background(), ui, in)
-	t.Logf("UI:\n%s", ui.Text())
-	if err == nil || !strings.Contains(err.Error(), "publish "+gone+" to SSM parameter "+param) ||
-		!strings.Contains(err.Error(), "still holds "+fl.old) || !strings.Contains(err.Error(), "validates aws:ec2:image values asynchronously") {
-		t.Fatalf("err %v", err)
-	}
-	if n := fl.f.CountCalls("PutParameter", 200); n != 2 {
-		t.Errorf("%d accepted PutParameter calls, want the publish and the restore", n)
-	}
-	if reads := fl.f.CountCalls("GetParameter", 200); reads < 20 {
-		t.Errorf("%d reads: the roll-out gave up before its bound", reads)
-	}
-	if pm, _ := fl.f.Parameter("eu-west-1", param); pm.Value != fl.old {
-		t.Errorf("parameter %s, want the old AMI", pm.Value)
+	for _, existed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("parameter existed %v", existed), func(t *testing.T) {
+			fl := newFleet(t)
+			holds := fl.old
+			if !existed {
+				fl.f.DeleteParameterValue("eu-west-1", param)
+				holds = "no value"
+			}
+			gone := "ami-0000000000000dead"
+			in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + gone}
+			ui := new(uitest.UI)
+			_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{}}).PostProcess(context.Background(), ui, in)
+			t.Logf("UI:\n%s", ui.Text())
+			if err == nil || !strings.Contains(err.Error(), "publish "+gone+" to SSM parameter "+param) ||
+				!strings.Contains(err.Error(), "still holds "+holds) || !strings.Contains(err.Error(), "validates aws:ec2:image values asynchronously") {
+				t.Fatalf("err %v", err)
+			}
+			if strings.Contains(err.Error(), "still names the new AMI") {
+				t.Errorf("err %v: the parameter never took the new AMI", err)
+			}
+			if reads := fl.f.CountCalls("GetParameter", 0); reads < 20 {
+				t.Errorf("%d reads: the roll-out gave up before its bound", reads)
+			}
+			pm, ok := fl.f.Parameter("eu-west-1", param)
+			if ok != existed || existed && pm.Value != fl.old {
+				t.Errorf("parameter %+v (exists %v), want it as before", pm, ok)
+			}
+		})
 	}
 }
 

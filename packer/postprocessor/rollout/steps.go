@@ -204,6 +204,9 @@ func (s *stepParameter) Cleanup(state multistep.StateBag) {
 			}
 		} else {
 			_, err = cl.ssm(r).DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(c.SSMParameter)})
+			if apiCode(err) == "ParameterNotFound" {
+				err = nil // Parameter Store dropped the value: it never existed
+			}
 			if err == nil {
 				ui.Say(fmt.Sprintf("SSM parameter %s in %s deleted again (it did not exist before)", c.SSMParameter, r))
 			}
