@@ -194,7 +194,7 @@ func Upload(ctx context.Context, api API, o Options) (*Result, error) {
 
 	sums, sent, err := putBlocks(ctx, api, f, size, extents, res, o)
 	if err != nil {
-		return res, err
+		return res, expired(err, res.SnapshotID, o.Timeout)
 	}
 	res.Sent = sent
 	// LINEAR aggregation: hash the raw digests of the written blocks in
@@ -214,13 +214,31 @@ func Upload(ctx context.Context, api API, o Options) (*Result, error) {
 		ChecksumAggregationMethod: types.ChecksumAggregationMethodChecksumAggregationLinear,
 	})
 	if err != nil {
-		return res, fmt.Errorf("CompleteSnapshot %s: %w", res.SnapshotID, err)
+		return res, expired(fmt.Errorf("CompleteSnapshot %s: %w", res.SnapshotID, err), res.SnapshotID, o.Timeout)
 	}
 	res.Status = cout.Status
 	if res.Status == types.StatusError {
 		return res, fmt.Errorf("CompleteSnapshot %s: snapshot status %s", res.SnapshotID, res.Status)
 	}
 	return res, nil
+}
+
+// expired explains a refusal that says the snapshot is no longer pending
+// (a ValidationException with reason INVALID_SNAPSHOT_ID): EBS cancels a
+// snapshot, which then ends in state error, when it receives no block, or
+// no CompleteSnapshot after its last block, within its timeout (EBS direct
+// APIs reference, StartSnapshot, Timeout: 60 minutes unless given).
+func expired(err error, snap string, timeout time.Duration) error {
+	var v *types.ValidationException
+	if !errors.As(err, &v) || v.Reason != types.ValidationExceptionReasonInvalidSnapshotId {
+		return err
+	}
+	t := "60m0s, the EBS default"
+	if timeout > 0 {
+		t = timeout.String()
+	}
+	return fmt.Errorf("%w: snapshot %s is no longer pending: EBS cancels a snapshot that receives no block, "+
+		"or no CompleteSnapshot after its last block, within its timeout (%s)", err, snap, t)
 }
 
 func tagList(m map[string]string) []types.Tag {

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,6 +173,18 @@ func TestUpload(t *testing.T) {
 			if n := f.BlocksBeyond(res.SnapshotID, size); n != 0 {
 				t.Errorf("%d non-zero blocks past the end of the image", n)
 			}
+			// The last block is padded with zeros, never with what the
+			// worker's buffer held before: the volume reads back as the
+			// image followed by zeros up to the block's end.
+			padded := (size + bs - 1) / bs * bs
+			img, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantPadded := sha256.Sum256(append(img, make([]byte, padded-size)...))
+			if got, _ := f.SnapshotSHA256(res.SnapshotID, padded); got != hex.EncodeToString(wantPadded[:]) {
+				t.Errorf("the last block past the image's end is not zeros: sha256 %s", got)
+			}
 		})
 	}
 }
@@ -252,6 +265,44 @@ func TestUploadPermanentFailure(t *testing.T) {
 	}
 	if n := f.CountCalls("CompleteSnapshot", 0); n != 0 {
 		t.Errorf("CompleteSnapshot called after a failed upload")
+	}
+}
+
+// TestUploadExpired: EBS cancels a pending snapshot that receives no
+// block (or no CompleteSnapshot) within its timeout; the upload then
+// fails at once, naming the snapshot and the timeout, instead of
+// retrying a snapshot that is gone. The fake's clock jumps past the
+// timeout after the first block (the SDK, refused for clock skew,
+// corrects its own clock from the fake's Date and goes on).
+func TestUploadExpired(t *testing.T) {
+	path, _, _ := writeImage(t, []blockKind{data, data, data, data}, 0)
+	f := fakeaws.New("AKIDTEST", "secret")
+	defer f.Close()
+	var (
+		mu   sync.Mutex
+		skew time.Duration
+	)
+	f.SetClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(skew) })
+	f.OnPut = func(string, int32) { mu.Lock(); skew = 31 * time.Minute; mu.Unlock() }
+	res, err := ebsupload.Upload(context.Background(), client(t, f, 3), ebsupload.Options{
+		Path: path, Workers: 1, Attempts: 5, Backoff: time.Millisecond, Timeout: 30 * time.Minute,
+	})
+	if err == nil {
+		t.Fatal("upload into an expired snapshot succeeded")
+	}
+	for _, want := range []string{res.SnapshotID + " is no longer pending", "timeout (30m0s)", "state error"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if n := f.CountCalls("sigv4:RequestTimeTooSkewed", 403); n == 0 {
+		t.Errorf("no request was refused for clock skew: the test did not move the clock")
+	}
+	if n := f.CountCalls("PutSnapshotBlock", 400); n != 1 {
+		t.Errorf("%d refused PutSnapshotBlock calls, want 1: a cancelled snapshot is not retried", n)
+	}
+	if n := f.CountCalls("CompleteSnapshot", 0); n != 0 {
+		t.Errorf("CompleteSnapshot called after the snapshot expired")
 	}
 }
 

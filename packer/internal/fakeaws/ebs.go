@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ebsError writes a restJson1 error the way EBS does: the code in the
@@ -32,17 +33,50 @@ func invalid(reason, format string, args ...any) Fault {
 	return Fault{Status: 400, Code: "ValidationException", Message: fmt.Sprintf(format, args...), Reason: reason}
 }
 
+// ebsAnswer is the outcome of one EBS operation: a fault, or the status,
+// JSON body (nil: none) and headers of the answer.
+type ebsAnswer struct {
+	status int
+	body   any
+	header map[string]string
+	fault  *Fault
+}
+
+func ebsFail(f Fault) ebsAnswer { return ebsAnswer{status: f.Status, fault: &f} }
+
+// An ebsRequest is one EBS request: its path split at "/", its headers,
+// and its whole body.
+type ebsRequest struct {
+	parts []string
+	r     *http.Request
+	body  []byte
+}
+
+// ebsActions are the EBS direct API operations the fake serves, each run
+// under s.mu; ebsRoute maps a request to one of them.
+var ebsActions = map[string]func(s *Server, q ebsRequest, region string) ebsAnswer{
+	"StartSnapshot":    (*Server).startSnapshot,
+	"PutSnapshotBlock": (*Server).putSnapshotBlock,
+	"CompleteSnapshot": (*Server).completeSnapshot,
+}
+
+// ebsRoute names the operation of an EBS REST request ("" for none).
+func ebsRoute(method string, parts []string) string {
+	switch {
+	case method == http.MethodPost && len(parts) == 1 && parts[0] == "snapshots":
+		return "StartSnapshot"
+	case method == http.MethodPut && len(parts) == 4 && parts[0] == "snapshots" && parts[2] == "blocks":
+		return "PutSnapshotBlock"
+	case method == http.MethodPost && len(parts) == 3 && parts[0] == "snapshots" && parts[1] == "completion":
+		return "CompleteSnapshot"
+	}
+	return ""
+}
+
 func (s *Server) serveEBS(w http.ResponseWriter, r *http.Request, region string) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	var op string
-	switch {
-	case r.Method == http.MethodPost && len(parts) == 1 && parts[0] == "snapshots":
-		op = "StartSnapshot"
-	case r.Method == http.MethodPut && len(parts) == 4 && parts[0] == "snapshots" && parts[2] == "blocks":
-		op = "PutSnapshotBlock"
-	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "snapshots" && parts[1] == "completion":
-		op = "CompleteSnapshot"
-	default:
+	op := ebsRoute(r.Method, parts)
+	if op == "" {
 		http.Error(w, "fakeaws: unsupported EBS request "+r.Method+" "+r.URL.Path, http.StatusNotFound)
 		return
 	}
@@ -52,23 +86,29 @@ func (s *Server) serveEBS(w http.ResponseWriter, r *http.Request, region string)
 		return
 	}
 	s.mu.Lock()
-	status, resp, hdr, f := s.ebsOp(op, parts, r, body, region)
-	s.record(r, op, region, status)
+	a, injected := ebsAnswer{}, false
+	if f, ok := s.fault(op); ok {
+		a, injected = ebsFail(f), true
+	}
+	if !injected {
+		a = ebsActions[op](s, ebsRequest{parts, r, body}, region)
+	}
+	s.record(r, op, region, a.status)
 	onPut := s.OnPut
 	s.mu.Unlock()
-	if f != nil {
-		ebsError(w, *f)
+	if a.fault != nil {
+		ebsError(w, *a.fault)
 		return
 	}
-	for k, v := range hdr {
+	for k, v := range a.header {
 		w.Header().Set(k, v)
 	}
-	if resp != nil {
+	if a.body != nil {
 		w.Header().Set("Content-Type", "application/json")
 	}
-	w.WriteHeader(status)
-	if resp != nil {
-		json.NewEncoder(w).Encode(resp)
+	w.WriteHeader(a.status)
+	if a.body != nil {
+		json.NewEncoder(w).Encode(a.body)
 	}
 	if op == "PutSnapshotBlock" && onPut != nil {
 		i, _ := strconv.Atoi(parts[3])
@@ -76,132 +116,136 @@ func (s *Server) serveEBS(w http.ResponseWriter, r *http.Request, region string)
 	}
 }
 
-// ebsOp runs one EBS operation under s.mu. It returns either a fault or
-// the status, JSON body and headers of the answer.
-func (s *Server) ebsOp(op string, parts []string, r *http.Request, body []byte, region string) (int, any, map[string]string, *Fault) {
-	fail := func(f Fault) (int, any, map[string]string, *Fault) { return f.Status, nil, nil, &f }
-	if f, ok := s.fault(op); ok {
-		return fail(f)
-	}
-	switch op {
-	case "StartSnapshot":
-		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "StartSnapshot: content type %q", ct))
-		}
-		var in struct {
-			VolumeSize  *int64
-			ClientToken string
-			Description string
-			Encrypted   bool
-			KmsKeyArn   string
-			Timeout     *int32
-			Tags        []struct{ Key, Value string }
-			// ParentSnapshotId is not supported: always a fresh snapshot.
-			ParentSnapshotId string
-		}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "StartSnapshot body: %v", err))
-		}
-		switch {
-		case in.VolumeSize == nil || *in.VolumeSize < 1 || *in.VolumeSize > 65536:
-			return fail(invalid("INVALID_VOLUME_SIZE", "VolumeSize must be 1..65536 GiB"))
-		case in.Timeout != nil && (*in.Timeout < 10 || *in.Timeout > 4320):
-			return fail(invalid("INVALID_PARAMETER_VALUE", "Timeout must be 10..4320 minutes"))
-		case in.KmsKeyArn != "" && !in.Encrypted:
-			return fail(invalid("INVALID_PARAMETER_VALUE", "KmsKeyArn requires Encrypted"))
-		case in.ParentSnapshotId != "":
-			return fail(invalid("INVALID_PARAMETER_VALUE", "fakeaws: ParentSnapshotId unsupported"))
-		}
-		if id, ok := s.tokens[in.ClientToken]; ok && in.ClientToken != "" {
-			// Idempotent replay: the same snapshot again.
-			sn := s.snapshots[id]
-			if sn == nil || sn.VolumeSize != *in.VolumeSize || sn.Encrypted != in.Encrypted {
-				return fail(invalid("INVALID_PARAMETER_VALUE", "ClientToken reused with different parameters"))
-			}
-			return 201, startOut(sn), nil, nil
-		}
-		sn := &Snapshot{
-			ID: s.nextID("snap"), Region: region, OwnerID: "123456789012",
-			VolumeSize: *in.VolumeSize, Encrypted: in.Encrypted, KmsKeyArn: in.KmsKeyArn,
-			Description: in.Description, ClientToken: in.ClientToken, Tags: map[string]string{},
-			Blocks: map[int32][]byte{}, Sums: map[int32][]byte{}, State: "pending",
-		}
-		if in.Timeout != nil {
-			sn.Timeout = *in.Timeout
-		}
-		if sn.Encrypted && sn.KmsKeyArn == "" {
-			sn.KmsKeyArn = "arn:aws:kms:" + region + ":123456789012:key/default"
-		}
-		for _, t := range in.Tags {
-			sn.Tags[t.Key] = t.Value
-		}
-		s.snapshots[sn.ID] = sn
-		if in.ClientToken != "" {
-			s.tokens[in.ClientToken] = sn.ID
-		}
-		return 201, startOut(sn), nil, nil
+// startInput is StartSnapshot's JSON body.
+type startInput struct {
+	VolumeSize  *int64
+	ClientToken string
+	Description string
+	Encrypted   bool
+	KmsKeyArn   string
+	Timeout     *int32
+	Tags        []struct{ Key, Value string }
+	// ParentSnapshotId is not supported: always a fresh snapshot.
+	ParentSnapshotId string
+}
 
-	case "PutSnapshotBlock":
-		sn, f := s.pendingSnapshot(parts[1], region)
-		if f != nil {
-			return fail(*f)
-		}
-		idx, err := strconv.ParseInt(parts[3], 10, 32)
-		if err != nil || idx < 0 || idx*BlockSize >= sn.VolumeSize*gib {
-			return fail(invalid("INVALID_BLOCK", "block index %s outside the %d GiB volume", parts[3], sn.VolumeSize))
-		}
-		if ct := r.Header.Get("Content-Type"); ct != "application/octet-stream" {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "content type %q", ct))
-		}
-		if dl := r.Header.Get("X-Amz-Data-Length"); dl != strconv.Itoa(BlockSize) || len(body) != BlockSize {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "data length header %q, body %d bytes: must both be %d", dl, len(body), BlockSize))
-		}
-		if alg := r.Header.Get("X-Amz-Checksum-Algorithm"); alg != "SHA256" {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "checksum algorithm %q", alg))
-		}
-		want, raw := b64sha(body)
-		if got := r.Header.Get("X-Amz-Checksum"); got != want {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "The value of the checksum %q does not match the block data (%s)", got, want))
-		}
-		if p := r.Header.Get("X-Amz-Progress"); p != "" {
-			if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 100 {
-				return fail(invalid("INVALID_PARAMETER_VALUE", "progress %q", p))
-			}
-		}
-		sn.Blocks[int32(idx)] = body
-		sn.Sums[int32(idx)] = raw
-		return 201, nil, map[string]string{"X-Amz-Checksum": want, "X-Amz-Checksum-Algorithm": "SHA256"}, nil
-
-	case "CompleteSnapshot":
-		sn, f := s.pendingSnapshot(parts[2], region)
-		if f != nil {
-			return fail(*f)
-		}
-		if r.Header.Get("X-Amz-Checksum-Algorithm") != "SHA256" || r.Header.Get("X-Amz-Checksum-Aggregation-Method") != "LINEAR" {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "checksum algorithm %q, aggregation %q: want SHA256, LINEAR",
-				r.Header.Get("X-Amz-Checksum-Algorithm"), r.Header.Get("X-Amz-Checksum-Aggregation-Method")))
-		}
-		if got, want := r.Header.Get("X-Amz-ChangedBlocksCount"), strconv.Itoa(len(sn.Blocks)); got != want {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "ChangedBlocksCount %s, but %s blocks were written", got, want))
-		}
-		if got, want := r.Header.Get("X-Amz-Checksum"), linear(sn); got != want {
-			return fail(invalid("INVALID_PARAMETER_VALUE", "aggregate checksum %q does not match the written blocks (%s)", got, want))
-		}
-		sn.Completed = true
-		sn.pendingPolls = s.PendingPolls
-		sn.ChangedBlocks = int32(len(sn.Blocks))
-		sn.Checksum = r.Header.Get("X-Amz-Checksum")
-		return 202, map[string]string{"Status": "pending"}, nil, nil
+func (s *Server) startSnapshot(q ebsRequest, region string) ebsAnswer {
+	if ct := q.r.Header.Get("Content-Type"); ct != "application/json" {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "StartSnapshot: content type %q", ct))
 	}
-	panic("unreachable")
+	var in startInput
+	dec := json.NewDecoder(bytes.NewReader(q.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "StartSnapshot body: %v", err))
+	}
+	switch {
+	case in.VolumeSize == nil || *in.VolumeSize < 1 || *in.VolumeSize > 65536:
+		return ebsFail(invalid("INVALID_VOLUME_SIZE", "VolumeSize must be 1..65536 GiB"))
+	case in.Timeout != nil && (*in.Timeout < 10 || *in.Timeout > 4320):
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "Timeout must be 10..4320 minutes"))
+	case in.KmsKeyArn != "" && !in.Encrypted:
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "KmsKeyArn requires Encrypted"))
+	case in.ParentSnapshotId != "":
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "fakeaws: ParentSnapshotId unsupported"))
+	}
+	if id, ok := s.tokens[in.ClientToken]; ok && in.ClientToken != "" {
+		// Idempotent replay: the same snapshot again.
+		sn := s.snapshots[id]
+		if sn == nil || sn.VolumeSize != *in.VolumeSize || sn.Encrypted != in.Encrypted {
+			return ebsFail(invalid("INVALID_PARAMETER_VALUE", "ClientToken reused with different parameters"))
+		}
+		return ebsAnswer{status: 201, body: startOut(sn)}
+	}
+	sn := &Snapshot{
+		ID: s.nextID("snap"), Region: region, OwnerID: "123456789012",
+		VolumeSize: *in.VolumeSize, Encrypted: in.Encrypted, KmsKeyArn: in.KmsKeyArn,
+		Description: in.Description, ClientToken: in.ClientToken, Tags: map[string]string{},
+		Blocks: map[int32][]byte{}, Sums: map[int32][]byte{}, State: "pending",
+	}
+	if in.Timeout != nil {
+		sn.Timeout = *in.Timeout
+	}
+	if sn.Encrypted && sn.KmsKeyArn == "" {
+		sn.KmsKeyArn = "arn:aws:kms:" + region + ":123456789012:key/default"
+	}
+	for _, t := range in.Tags {
+		sn.Tags[t.Key] = t.Value
+	}
+	sn.deadline = s.clock().Add(time.Duration(sn.timeout()) * time.Minute)
+	s.snapshots[sn.ID] = sn
+	if in.ClientToken != "" {
+		s.tokens[in.ClientToken] = sn.ID
+	}
+	return ebsAnswer{status: 201, body: startOut(sn)}
+}
+
+func (s *Server) putSnapshotBlock(q ebsRequest, region string) ebsAnswer {
+	sn, f := s.pendingSnapshot(q.parts[1], region)
+	if f != nil {
+		return ebsFail(*f)
+	}
+	h := q.r.Header
+	idx, err := strconv.ParseInt(q.parts[3], 10, 32)
+	if err != nil || idx < 0 || idx*BlockSize >= sn.VolumeSize*gib {
+		return ebsFail(invalid("INVALID_BLOCK", "block index %s outside the %d GiB volume", q.parts[3], sn.VolumeSize))
+	}
+	if ct := h.Get("Content-Type"); ct != "application/octet-stream" {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "content type %q", ct))
+	}
+	if dl := h.Get("X-Amz-Data-Length"); dl != strconv.Itoa(BlockSize) || len(q.body) != BlockSize {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "data length header %q, body %d bytes: must both be %d", dl, len(q.body), BlockSize))
+	}
+	if alg := h.Get("X-Amz-Checksum-Algorithm"); alg != "SHA256" {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "checksum algorithm %q", alg))
+	}
+	want, raw := b64sha(q.body)
+	if got := h.Get("X-Amz-Checksum"); got != want {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "The value of the checksum %q does not match the block data (%s)", got, want))
+	}
+	if p := h.Get("X-Amz-Progress"); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 100 {
+			return ebsFail(invalid("INVALID_PARAMETER_VALUE", "progress %q", p))
+		}
+	}
+	sn.Blocks[int32(idx)] = q.body
+	sn.Sums[int32(idx)] = raw
+	sn.deadline = s.clock().Add(time.Duration(sn.timeout()) * time.Minute)
+	return ebsAnswer{status: 201, header: map[string]string{"X-Amz-Checksum": want, "X-Amz-Checksum-Algorithm": "SHA256"}}
+}
+
+func (s *Server) completeSnapshot(q ebsRequest, region string) ebsAnswer {
+	sn, f := s.pendingSnapshot(q.parts[2], region)
+	if f != nil {
+		return ebsFail(*f)
+	}
+	h := q.r.Header
+	if h.Get("X-Amz-Checksum-Algorithm") != "SHA256" || h.Get("X-Amz-Checksum-Aggregation-Method") != "LINEAR" {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "checksum algorithm %q, aggregation %q: want SHA256, LINEAR",
+			h.Get("X-Amz-Checksum-Algorithm"), h.Get("X-Amz-Checksum-Aggregation-Method")))
+	}
+	if got, want := h.Get("X-Amz-ChangedBlocksCount"), strconv.Itoa(len(sn.Blocks)); got != want {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "ChangedBlocksCount %s, but %s blocks were written", got, want))
+	}
+	if got, want := h.Get("X-Amz-Checksum"), linear(sn); got != want {
+		return ebsFail(invalid("INVALID_PARAMETER_VALUE", "aggregate checksum %q does not match the written blocks (%s)", got, want))
+	}
+	sn.Completed = true
+	sn.pendingPolls = s.PendingPolls
+	sn.failWith = s.CompleteError
+	sn.ChangedBlocks = int32(len(sn.Blocks))
+	sn.Checksum = h.Get("X-Amz-Checksum")
+	return ebsAnswer{status: 202, body: map[string]string{"Status": "pending"}}
 }
 
 func (s *Server) pendingSnapshot(id, region string) (*Snapshot, *Fault) {
 	sn, ok := s.snapshots[id]
 	if !ok || sn.Region != region {
 		return nil, &Fault{Status: 404, Code: "ResourceNotFoundException", Message: "snapshot " + id + " not found", Reason: "SNAPSHOT_NOT_FOUND"}
+	}
+	s.expire(sn)
+	if sn.State == "error" {
+		return nil, &Fault{Status: 400, Code: "ValidationException", Message: "snapshot " + id + " is in state error (" + sn.StateMessage + ")", Reason: "INVALID_SNAPSHOT_ID"}
 	}
 	if sn.Completed {
 		return nil, &Fault{Status: 400, Code: "ValidationException", Message: "snapshot " + id + " is not pending", Reason: "INVALID_SNAPSHOT_ID"}

@@ -10,9 +10,18 @@
 // count or LINEAR aggregate checksum disagrees with what was stored, an AMI
 // referring to a snapshot that is not completed, deleting a snapshot an AMI
 // still uses. Requests must carry a valid SigV4 signature (recomputed with
-// the key's secret, sigv4.go) whose scope names the right service; the
-// region of the scope is the region the resource lives in, so one server
-// plays every region.
+// the key's secret, sigv4.go) whose scope names the right service and
+// whose time is within 5 minutes of the fake's clock; the region of the
+// scope is the region the resource lives in, so one server plays every
+// region.
+//
+// It is also as unkind as AWS where the plugin depends on it: an
+// aws:ec2:image parameter is validated after PutParameter has answered
+// (ssm.go), deregistration protection with cooldown outlives its
+// disabling by 24 hours, encrypted AMIs cannot be made public, snapshots
+// can end in state error and pending ones expire (ec2.go, ebs.go). Each
+// behaviour cites the AWS documentation it follows. The fake's clock is
+// injectable (SetClock).
 package fakeaws
 
 import (
@@ -27,6 +36,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 )
@@ -59,10 +69,18 @@ type Snapshot struct {
 	Blocks                    map[int32][]byte
 	Sums                      map[int32][]byte // raw SHA-256 per stored block
 	State                     string           // pending, completed, error
-	ChangedBlocks             int32
-	Checksum                  string
+	// StateMessage says why a snapshot is in state error.
+	StateMessage  string
+	ChangedBlocks int32
+	Checksum      string
 	// polls left before a completed upload reports "completed"
 	pendingPolls int
+	// failWith, when set, is the status message the completed upload ends
+	// in state error with (Server.CompleteError when it was completed).
+	failWith string
+	// deadline is when EBS cancels the snapshot if no block and no
+	// CompleteSnapshot came by then.
+	deadline time.Time
 	// Completed is set by a successful CompleteSnapshot.
 	Completed bool
 }
@@ -82,8 +100,11 @@ type Image struct {
 	LaunchOrgs, LaunchOUs         []string
 	Tpm, DeprecateAt              string
 	Protected, ProtectedCooldown  bool
-	SourceRegion, SourceImageID   string
-	State                         string
+	// ProtectedUntil is when the cooldown of a disabled protection ends:
+	// the AMI cannot be deregistered before.
+	ProtectedUntil              time.Time
+	SourceRegion, SourceImageID string
+	State                       string
 	// Params are the decoded request parameters that created the image.
 	Params       map[string]string
 	pendingPolls int
@@ -125,9 +146,37 @@ type Server struct {
 	templates  map[string]*LaunchTemplate // by id
 	groups     map[string]*Group          // by region/name
 	parameters map[string]*Parameter      // by region/name
+	pending    map[string]*pendingPut     // by region/name: aws:ec2:image puts being validated
 	sessions   map[string]session         // assumed-role access key -> session
 	// OnPut, if set, is called for each accepted block (outside the lock).
 	OnPut func(snapshotID string, index int32)
+	// now is the fake's clock (nil: time.Now), guarded by mu: the signature check's
+	// 5-minute window, snapshot expiry and the deregistration cooldown
+	// read it, and answers carry it in their Date header. A test moves it
+	// with SetClock.
+	now func() time.Time
+	// ValidationPolls is how many GetParameter reads of an aws:ec2:image
+	// parameter still answer its previous state after a PutParameter
+	// (default 1): Parameter Store validates such values asynchronously.
+	ValidationPolls int
+	// CompleteError, if set, makes snapshots completed from now on end in
+	// state error, with this status message, instead of completed.
+	CompleteError string
+}
+
+// SetClock replaces the fake's clock (nil: time.Now).
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// clock returns the fake's time; s.mu must be held.
+func (s *Server) clock() time.Time {
+	if s.now == nil {
+		return time.Now()
+	}
+	return s.now()
 }
 
 // New starts a fake on 127.0.0.1. Only requests signed with accessKey and
@@ -145,8 +194,11 @@ func New(accessKey, secretKey string) *Server {
 		templates:    map[string]*LaunchTemplate{},
 		groups:       map[string]*Group{},
 		parameters:   map[string]*Parameter{},
+		pending:      map[string]*pendingPut{},
 		sessions:     map[string]session{},
 		PendingPolls: 1,
+
+		ValidationPolls: 1,
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -260,36 +312,47 @@ func (s *Server) nextID(prefix string) string {
 	return fmt.Sprintf("%s-%017x", prefix, s.seq)
 }
 
-// scope checks the SigV4 signature and returns its region and service.
-func (s *Server) scope(r *http.Request) (region, service string, err error) {
+// scope checks the SigV4 signature and returns its region and service;
+// a refusal is a 403 fault with the code AWS gives.
+func (s *Server) scope(r *http.Request) (region, service string, f *Fault) {
 	sig, err := parseAuth(r.Header.Get("Authorization"))
 	if err != nil {
-		return "", "", err
+		return "", "", &Fault{Status: 403, Code: "IncompleteSignature", Message: err.Error()}
 	}
 	creds := aws.Credentials{AccessKeyID: sig.key, SecretAccessKey: s.SecretKey}
+	s.mu.Lock()
+	role, ok := s.sessions[sig.key]
+	now := s.clock()
+	s.mu.Unlock()
 	if sig.key != s.AccessKey {
-		s.mu.Lock()
-		role, ok := s.sessions[sig.key]
-		s.mu.Unlock()
 		if !ok {
-			return "", "", fmt.Errorf("unknown access key %q", sig.key)
+			return sig.region, sig.service, &Fault{Status: 403, Code: "InvalidClientTokenId", Message: fmt.Sprintf("unknown access key %q", sig.key)}
 		}
 		if r.Header.Get("X-Amz-Security-Token") != role.token {
-			return "", "", fmt.Errorf("temporary access key %q without its session token", sig.key)
+			return sig.region, sig.service, &Fault{Status: 403, Code: "InvalidClientTokenId",
+				Message: fmt.Sprintf("temporary access key %q without its session token", sig.key)}
 		}
 		creds.SecretAccessKey, creds.SessionToken = role.secret, role.token
 	}
-	if err := verifySignature(r, sig, creds); err != nil {
-		return "", "", err
+	if f := verifySignature(r, sig, creds, now); f != nil {
+		return sig.region, sig.service, f
 	}
 	r.Header.Set("X-Fakeaws-Key", sig.key)
 	return sig.region, sig.service, nil
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	region, service, err := s.scope(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusForbidden)
+	s.mu.Lock()
+	// The SDK corrects its clock from the Date of an answer that refused
+	// a skewed signature: the fake's Date is the fake's clock.
+	w.Header().Set("Date", s.clock().UTC().Format(http.TimeFormat))
+	s.mu.Unlock()
+	region, service, f := s.scope(r)
+	if f != nil {
+		s.mu.Lock()
+		s.calls = append(s.calls, Call{Op: "sigv4:" + f.Code, Region: region, Status: f.Status})
+		s.mu.Unlock()
+		authError(w, service, *f)
 		return
 	}
 
@@ -306,6 +369,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveSTS(w, r, region)
 	default:
 		http.Error(w, "unknown service "+service, http.StatusBadRequest)
+	}
+}
+
+// authError writes a refused signature in the error format of the
+// service the scope names, so that the SDK reads its code (and, for
+// RequestTimeTooSkewed, corrects its clock and retries).
+func authError(w http.ResponseWriter, service string, f Fault) {
+	switch service {
+	case "ebs":
+		ebsError(w, f)
+	case "ec2":
+		ec2Error(w, f)
+	case "ssm":
+		ssmError(w, f)
+	case "autoscaling", "sts":
+		w.Header().Set("Content-Type", "text/xml")
+		queryError(w, "https://"+service+".amazonaws.com/", f)
+	default:
+		http.Error(w, f.Code+": "+f.Message, f.Status)
 	}
 }
 

@@ -130,9 +130,9 @@ func (s *Server) template(p map[string]string, region string) (*LaunchTemplate, 
 		}
 	}
 	if id != "" {
-		return nil, &Fault{Status: 400, Code: "InvalidLaunchTemplateId.NotFound", Message: "The specified launch template, with template ID " + id + ", does not exist."}
+		return nil, notFound("InvalidLaunchTemplateId.NotFound", "The specified launch template, with template ID "+id+", does not exist.")
 	}
-	return nil, &Fault{Status: 400, Code: "InvalidLaunchTemplateName.NotFoundException", Message: "The specified launch template, with template name " + name + ", does not exist."}
+	return nil, notFound("InvalidLaunchTemplateName.NotFoundException", "The specified launch template, with template name "+name+", does not exist.")
 }
 
 // resolve turns "$Default", "$Latest" or a number into a version number.
@@ -154,75 +154,79 @@ func (lt *LaunchTemplate) versionXML(n int) string {
 		lt.ID, esc(lt.Name), n, optional("versionDescription", lt.Descriptions[n-1]), n == lt.Default, lt.Images[n-1])
 }
 
-func (s *Server) launchTemplateOp(op string, p map[string]string, region string) (string, *Fault) {
-	switch op {
-	case "CreateLaunchTemplateVersion":
-		lt, f := s.template(p, region)
-		if f != nil {
-			return "", f
-		}
-		src, ok := lt.resolve(p["SourceVersion"])
-		if p["SourceVersion"] == "" {
-			// Without a source the version has only what is given.
-			src, ok = 0, true
-		}
-		if !ok {
-			return "", &Fault{Status: 400, Code: "InvalidLaunchTemplateId.VersionNotFound", Message: "Could not find launch template version " + p["SourceVersion"]}
-		}
-		img := p["LaunchTemplateData.ImageId"]
-		if img == "" && src > 0 {
-			img = lt.Images[src-1]
-		}
-		if im, ok := s.images[img]; !ok || im.Region != region || im.State != "available" {
-			return "", &Fault{Status: 400, Code: "InvalidAMIID.NotFound", Message: "The image id '[" + img + "]' does not exist or is not available in " + region}
-		}
-		if len(p["VersionDescription"]) > 255 {
-			return "", badParam("VersionDescription longer than 255 characters")
-		}
-		lt.Images = append(lt.Images, img)
-		lt.Descriptions = append(lt.Descriptions, p["VersionDescription"])
-		return "<launchTemplateVersion>" + lt.versionXML(len(lt.Images)) + "</launchTemplateVersion>", nil
+// versionNotFound is EC2's answer for a launch template version that
+// does not exist.
+func versionNotFound(v string) *Fault {
+	return &Fault{Status: 400, Code: "InvalidLaunchTemplateId.VersionNotFound", Message: "Could not find launch template version " + v}
+}
 
-	case "ModifyLaunchTemplate":
-		lt, f := s.template(p, region)
-		if f != nil {
-			return "", f
-		}
-		if v := p["SetDefaultVersion"]; v != "" {
-			n, ok := lt.resolve(v)
-			if !ok || strings.HasPrefix(v, "$") && v != "$Latest" {
-				return "", &Fault{Status: 400, Code: "InvalidLaunchTemplateId.VersionNotFound", Message: "Could not find launch template version " + v}
-			}
-			lt.Default = n
-		}
-		return fmt.Sprintf("<launchTemplate><launchTemplateId>%s</launchTemplateId><launchTemplateName>%s</launchTemplateName>"+
-			"<defaultVersionNumber>%d</defaultVersionNumber><latestVersionNumber>%d</latestVersionNumber></launchTemplate>",
-			lt.ID, esc(lt.Name), lt.Default, len(lt.Images)), nil
-
-	case "DescribeLaunchTemplateVersions":
-		lt, f := s.template(p, region)
-		if f != nil {
-			return "", f
-		}
-		vs := list(p, "LaunchTemplateVersion", "")
-		var b strings.Builder
-		b.WriteString("<launchTemplateVersionSet>")
-		if len(vs) == 0 {
-			for n := range lt.Images {
-				b.WriteString("<item>" + lt.versionXML(n+1) + "</item>")
-			}
-		}
-		for _, v := range vs {
-			n, ok := lt.resolve(v)
-			if !ok {
-				return "", &Fault{Status: 400, Code: "InvalidLaunchTemplateId.VersionNotFound", Message: "Could not find launch template version " + v}
-			}
-			b.WriteString("<item>" + lt.versionXML(n) + "</item>")
-		}
-		b.WriteString("</launchTemplateVersionSet>")
-		return b.String(), nil
+func (s *Server) createLaunchTemplateVersion(p map[string]string, region string) (string, *Fault) {
+	lt, f := s.template(p, region)
+	if f != nil {
+		return "", f
 	}
-	return "", &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+	src, ok := lt.resolve(p["SourceVersion"])
+	if p["SourceVersion"] == "" {
+		// Without a source the version has only what is given.
+		src, ok = 0, true
+	}
+	if !ok {
+		return "", versionNotFound(p["SourceVersion"])
+	}
+	img := p["LaunchTemplateData.ImageId"]
+	if img == "" && src > 0 {
+		img = lt.Images[src-1]
+	}
+	if im, ok := s.images[img]; !ok || im.Region != region || im.State != "available" {
+		return "", notFound("InvalidAMIID.NotFound", "The image id '["+img+"]' does not exist or is not available in "+region)
+	}
+	if len(p["VersionDescription"]) > 255 {
+		return "", badParam("VersionDescription longer than 255 characters")
+	}
+	lt.Images = append(lt.Images, img)
+	lt.Descriptions = append(lt.Descriptions, p["VersionDescription"])
+	return "<launchTemplateVersion>" + lt.versionXML(len(lt.Images)) + "</launchTemplateVersion>", nil
+}
+
+func (s *Server) modifyLaunchTemplate(p map[string]string, region string) (string, *Fault) {
+	lt, f := s.template(p, region)
+	if f != nil {
+		return "", f
+	}
+	if v := p["SetDefaultVersion"]; v != "" {
+		n, ok := lt.resolve(v)
+		if !ok || strings.HasPrefix(v, "$") && v != "$Latest" {
+			return "", versionNotFound(v)
+		}
+		lt.Default = n
+	}
+	return fmt.Sprintf("<launchTemplate><launchTemplateId>%s</launchTemplateId><launchTemplateName>%s</launchTemplateName>"+
+		"<defaultVersionNumber>%d</defaultVersionNumber><latestVersionNumber>%d</latestVersionNumber></launchTemplate>",
+		lt.ID, esc(lt.Name), lt.Default, len(lt.Images)), nil
+}
+
+func (s *Server) describeLaunchTemplateVersions(p map[string]string, region string) (string, *Fault) {
+	lt, f := s.template(p, region)
+	if f != nil {
+		return "", f
+	}
+	vs := list(p, "LaunchTemplateVersion", "")
+	var b strings.Builder
+	b.WriteString("<launchTemplateVersionSet>")
+	if len(vs) == 0 {
+		for n := range lt.Images {
+			b.WriteString("<item>" + lt.versionXML(n+1) + "</item>")
+		}
+	}
+	for _, v := range vs {
+		n, ok := lt.resolve(v)
+		if !ok {
+			return "", versionNotFound(v)
+		}
+		b.WriteString("<item>" + lt.versionXML(n) + "</item>")
+	}
+	b.WriteString("</launchTemplateVersionSet>")
+	return b.String(), nil
 }
 
 const asNS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
@@ -236,8 +240,8 @@ func (s *Server) serveAutoScaling(w http.ResponseWriter, r *http.Request, region
 		return
 	}
 	op := p["Action"]
-	check := func() *Fault { return checkAction(p, "2011-01-01", autoscalingParams, "ValidationError") }
-	answer(s, w, r, region, op, check, func() (string, *Fault) { return s.autoScalingOp(op, p, region) },
+	check := func() *Fault { return checkAction(p, "2011-01-01", autoscalingActions, "ValidationError") }
+	answer(s, w, r, region, op, check, func() (string, *Fault) { return autoscalingActions[op].serve(s, p, region) },
 		func(w http.ResponseWriter, body string, f *Fault) {
 			w.Header().Set("Content-Type", "text/xml")
 			if f != nil {
@@ -260,10 +264,36 @@ func active(status string) bool {
 	return oneOf(status, "Pending", "InProgress", "Cancelling", "RollbackInProgress", "Baking")
 }
 
-func (s *Server) autoScalingOp(op string, p map[string]string, region string) (string, *Fault) {
+// autoscalingActions are the Auto Scaling actions the fake serves.
+var autoscalingActions = map[string]queryAction{
+	"StartInstanceRefresh": {querySpec{
+		"AutoScalingGroupName": str, "Strategy": str,
+		"DesiredConfiguration.LaunchTemplate.LaunchTemplateId":   str,
+		"DesiredConfiguration.LaunchTemplate.LaunchTemplateName": str,
+		"DesiredConfiguration.LaunchTemplate.Version":            str,
+		"Preferences.MinHealthyPercentage":                       integer,
+		"Preferences.MaxHealthyPercentage":                       integer,
+		"Preferences.InstanceWarmup":                             integer,
+		"Preferences.CheckpointPercentages.member.#":             integer,
+		"Preferences.CheckpointDelay":                            integer,
+		"Preferences.SkipMatching":                               boolean,
+		"Preferences.AutoRollback":                               boolean,
+	}, (*Server).startInstanceRefresh},
+	"DescribeInstanceRefreshes": {querySpec{"AutoScalingGroupName": str, "InstanceRefreshIds.member.#": str}, (*Server).describeInstanceRefreshes},
+	"CancelInstanceRefresh":     {querySpec{"AutoScalingGroupName": str}, (*Server).cancelInstanceRefresh},
+	"RollbackInstanceRefresh":   {querySpec{"AutoScalingGroupName": str}, (*Server).rollbackInstanceRefresh},
+}
+
+func asInvalid(format string, args ...any) *Fault {
+	return &Fault{Status: 400, Code: "ValidationError", Message: fmt.Sprintf(format, args...)}
+}
+
+// group returns the request's Auto Scaling group and its refresh in
+// progress (nil when there is none).
+func (s *Server) group(p map[string]string, region string) (*Group, *Refresh, *Fault) {
 	g, ok := s.groups[region+"/"+p["AutoScalingGroupName"]]
 	if !ok {
-		return "", &Fault{Status: 400, Code: "ValidationError", Message: "AutoScalingGroup name not found - " + p["AutoScalingGroupName"]}
+		return nil, nil, asInvalid("AutoScalingGroup name not found - %s", p["AutoScalingGroupName"])
 	}
 	var cur *Refresh
 	for i := range g.Refreshes {
@@ -271,110 +301,157 @@ func (s *Server) autoScalingOp(op string, p map[string]string, region string) (s
 			cur = &g.Refreshes[i]
 		}
 	}
-	switch op {
-	case "StartInstanceRefresh":
-		if cur != nil {
-			return "", &Fault{Status: 400, Code: "InstanceRefreshInProgress", Message: "An Instance Refresh is already in progress and blocks the execution of this Instance Refresh."}
-		}
-		if st := p["Strategy"]; st != "" && st != "Rolling" && st != "ReplaceRootVolume" {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "Strategy " + st}
-		}
-		rf := Refresh{
-			Status: "Pending", StatusReason: "Waiting for the refresh to start",
-			TemplateID: p["DesiredConfiguration.LaunchTemplate.LaunchTemplateId"], Version: p["DesiredConfiguration.LaunchTemplate.Version"],
-			MinHealthy: 90, SkipMatching: p["Preferences.SkipMatching"] == "true", AutoRollback: p["Preferences.AutoRollback"] == "true",
-			waited: map[int]bool{}, prevVer: g.Version,
-		}
-		if v, ok := p["Preferences.MinHealthyPercentage"]; ok {
-			rf.MinHealthy, _ = strconv.Atoi(v)
-		}
-		rf.MaxHealthy, _ = strconv.Atoi(p["Preferences.MaxHealthyPercentage"])
-		if rf.MaxHealthy != 0 && (rf.MaxHealthy < 100 || rf.MaxHealthy > 200 || rf.MaxHealthy-rf.MinHealthy > 100) {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "MaxHealthyPercentage must be 100..200 and at most 100 above MinHealthyPercentage"}
-		}
-		if rf.MinHealthy == 100 && rf.MaxHealthy <= 100 {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "MinHealthyPercentage 100 needs MaxHealthyPercentage above 100"}
-		}
-		rf.Warmup, _ = strconv.Atoi(p["Preferences.InstanceWarmup"])
-		rf.CheckDelay, _ = strconv.Atoi(p["Preferences.CheckpointDelay"])
-		for _, c := range list(p, "Preferences.CheckpointPercentages.member", "") {
-			n, _ := strconv.Atoi(c)
-			if n < 1 || n > 100 || len(rf.Checkpoints) > 0 && n <= rf.Checkpoints[len(rf.Checkpoints)-1] {
-				return "", &Fault{Status: 400, Code: "ValidationError", Message: "CheckpointPercentages must be ascending values in 1..100"}
-			}
-			rf.Checkpoints = append(rf.Checkpoints, n)
-		}
-		if len(rf.Checkpoints) > 0 && rf.Checkpoints[len(rf.Checkpoints)-1] != 100 {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "the last checkpoint percentage must be 100"}
-		}
-		if rf.MinHealthy < 0 || rf.MinHealthy > 100 || rf.Warmup < 0 || rf.CheckDelay < 0 || rf.CheckDelay > 172800 {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "preferences out of range"}
-		}
-		if p["DesiredConfiguration.LaunchTemplate.LaunchTemplateName"] != "" {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "fakeaws: name the launch template by id"}
-		}
-		if rf.TemplateID == "" {
-			if rf.AutoRollback {
-				return "", &Fault{Status: 400, Code: "ValidationError", Message: "AutoRollback requires a DesiredConfiguration"}
-			}
-			rf.TemplateID, rf.Version = g.TemplateID, g.Version
-		}
-		lt, ok := s.templates[rf.TemplateID]
-		if !ok || lt.Region != region {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "launch template " + rf.TemplateID + " not found"}
-		}
-		if _, ok := lt.resolve(rf.Version); !ok {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "launch template version " + rf.Version + " not found"}
-		}
-		if rf.AutoRollback && (rf.Version == "" || strings.HasPrefix(rf.Version, "$")) {
-			return "", &Fault{Status: 400, Code: "ValidationError", Message: "AutoRollback needs a specific launch template version, not " + rf.Version}
-		}
-		rf.InstancesToUpdate = g.Instances
-		if rf.SkipMatching && s.sameImage(g, rf) {
-			rf.InstancesToUpdate = 0
-		}
-		rf.ID = fmt.Sprintf("%08x-0000-4000-8000-%012x", s.seq+1, s.seq+1)
-		s.seq++
-		rf.failAt, rf.failReason, g.failAt = g.failAt, g.failReason, 0
-		g.Updated = 0
-		g.Refreshes = append(g.Refreshes, rf)
-		return "<InstanceRefreshId>" + rf.ID + "</InstanceRefreshId>", nil
+	return g, cur, nil
+}
 
-	case "DescribeInstanceRefreshes":
-		ids := list(p, "InstanceRefreshIds.member", "")
-		var b strings.Builder
-		b.WriteString("<InstanceRefreshes>")
-		for i := len(g.Refreshes) - 1; i >= 0; i-- {
-			rf := &g.Refreshes[i]
-			if len(ids) > 0 && !oneOf(rf.ID, ids...) {
-				continue
-			}
-			s.advance(g, rf)
-			fmt.Fprintf(&b, "<member><InstanceRefreshId>%s</InstanceRefreshId><AutoScalingGroupName>%s</AutoScalingGroupName>"+
-				"<Status>%s</Status>%s<StartTime>2026-01-01T00:00:00Z</StartTime><PercentageComplete>%d</PercentageComplete>"+
-				"<InstancesToUpdate>%d</InstancesToUpdate><Preferences><MinHealthyPercentage>%d</MinHealthyPercentage>"+
-				"<SkipMatching>%t</SkipMatching><AutoRollback>%t</AutoRollback></Preferences></member>",
-				rf.ID, esc(g.Name), rf.Status, optional("StatusReason", rf.StatusReason), rf.Percentage, rf.InstancesToUpdate,
-				rf.MinHealthy, rf.SkipMatching, rf.AutoRollback)
-		}
-		b.WriteString("</InstanceRefreshes>")
-		return b.String(), nil
-
-	case "CancelInstanceRefresh", "RollbackInstanceRefresh":
-		if cur == nil || cur.Status == "Cancelling" || cur.Status == "RollbackInProgress" {
-			return "", &Fault{Status: 400, Code: "ActiveInstanceRefreshNotFound", Message: "No in progress or pending Instance Refresh found for Auto Scaling group " + g.Name}
-		}
-		if op == "CancelInstanceRefresh" {
-			cur.Status, cur.StatusReason = "Cancelling", "Cancelling the refresh: instances already replaced stay"
-		} else {
-			if strings.HasPrefix(cur.Version, "$") {
-				return "", &Fault{Status: 400, Code: "IrreversibleInstanceRefresh", Message: "The desired configuration names $Latest or $Default: the refresh cannot be rolled back"}
-			}
-			cur.Status, cur.StatusReason = "RollbackInProgress", "Rolling back at the caller's request"
-		}
-		return "<InstanceRefreshId>" + cur.ID + "</InstanceRefreshId>", nil
+func (s *Server) startInstanceRefresh(p map[string]string, region string) (string, *Fault) {
+	g, cur, f := s.group(p, region)
+	if f != nil {
+		return "", f
 	}
-	return "", &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + op}
+	if cur != nil {
+		return "", &Fault{Status: 400, Code: "InstanceRefreshInProgress", Message: "An Instance Refresh is already in progress and blocks the execution of this Instance Refresh."}
+	}
+	if st := p["Strategy"]; st != "" && st != "Rolling" && st != "ReplaceRootVolume" {
+		return "", asInvalid("Strategy %s", st)
+	}
+	rf := Refresh{
+		Status: "Pending", StatusReason: "Waiting for the refresh to start",
+		TemplateID: p["DesiredConfiguration.LaunchTemplate.LaunchTemplateId"], Version: p["DesiredConfiguration.LaunchTemplate.Version"],
+		MinHealthy: 90, SkipMatching: p["Preferences.SkipMatching"] == "true", AutoRollback: p["Preferences.AutoRollback"] == "true",
+		waited: map[int]bool{}, prevVer: g.Version,
+	}
+	if f := refreshPreferences(&rf, p); f != nil {
+		return "", f
+	}
+	if f := s.desiredConfiguration(g, &rf, p, region); f != nil {
+		return "", f
+	}
+	rf.InstancesToUpdate = g.Instances
+	if rf.SkipMatching && s.sameImage(g, rf) {
+		rf.InstancesToUpdate = 0
+	}
+	rf.ID = fmt.Sprintf("%08x-0000-4000-8000-%012x", s.seq+1, s.seq+1)
+	s.seq++
+	rf.failAt, rf.failReason, g.failAt = g.failAt, g.failReason, 0
+	g.Updated = 0
+	g.Refreshes = append(g.Refreshes, rf)
+	return "<InstanceRefreshId>" + rf.ID + "</InstanceRefreshId>", nil
+}
+
+// refreshPreferences reads and checks a StartInstanceRefresh's
+// Preferences into rf.
+func refreshPreferences(rf *Refresh, p map[string]string) *Fault {
+	if v, ok := p["Preferences.MinHealthyPercentage"]; ok {
+		rf.MinHealthy, _ = strconv.Atoi(v)
+	}
+	rf.MaxHealthy, _ = strconv.Atoi(p["Preferences.MaxHealthyPercentage"])
+	if rf.MaxHealthy != 0 && (rf.MaxHealthy < 100 || rf.MaxHealthy > 200 || rf.MaxHealthy-rf.MinHealthy > 100) {
+		return asInvalid("MaxHealthyPercentage must be 100..200 and at most 100 above MinHealthyPercentage")
+	}
+	if rf.MinHealthy == 100 && rf.MaxHealthy <= 100 {
+		return asInvalid("MinHealthyPercentage 100 needs MaxHealthyPercentage above 100")
+	}
+	rf.Warmup, _ = strconv.Atoi(p["Preferences.InstanceWarmup"])
+	rf.CheckDelay, _ = strconv.Atoi(p["Preferences.CheckpointDelay"])
+	for _, c := range list(p, "Preferences.CheckpointPercentages.member", "") {
+		n, _ := strconv.Atoi(c)
+		if n < 1 || n > 100 || len(rf.Checkpoints) > 0 && n <= rf.Checkpoints[len(rf.Checkpoints)-1] {
+			return asInvalid("CheckpointPercentages must be ascending values in 1..100")
+		}
+		rf.Checkpoints = append(rf.Checkpoints, n)
+	}
+	if len(rf.Checkpoints) > 0 && rf.Checkpoints[len(rf.Checkpoints)-1] != 100 {
+		return asInvalid("the last checkpoint percentage must be 100")
+	}
+	if rf.MinHealthy < 0 || rf.MinHealthy > 100 || rf.Warmup < 0 || rf.CheckDelay < 0 || rf.CheckDelay > 172800 {
+		return asInvalid("preferences out of range")
+	}
+	return nil
+}
+
+// desiredConfiguration checks the launch template a refresh moves the
+// group to (the group's own when none is given).
+func (s *Server) desiredConfiguration(g *Group, rf *Refresh, p map[string]string, region string) *Fault {
+	if p["DesiredConfiguration.LaunchTemplate.LaunchTemplateName"] != "" {
+		return asInvalid("fakeaws: name the launch template by id")
+	}
+	if rf.TemplateID == "" {
+		if rf.AutoRollback {
+			return asInvalid("AutoRollback requires a DesiredConfiguration")
+		}
+		rf.TemplateID, rf.Version = g.TemplateID, g.Version
+	}
+	lt, ok := s.templates[rf.TemplateID]
+	if !ok || lt.Region != region {
+		return asInvalid("launch template %s not found", rf.TemplateID)
+	}
+	if _, ok := lt.resolve(rf.Version); !ok {
+		return asInvalid("launch template version %s not found", rf.Version)
+	}
+	if rf.AutoRollback && (rf.Version == "" || strings.HasPrefix(rf.Version, "$")) {
+		return asInvalid("AutoRollback needs a specific launch template version, not %s", rf.Version)
+	}
+	return nil
+}
+
+func (s *Server) describeInstanceRefreshes(p map[string]string, region string) (string, *Fault) {
+	g, _, f := s.group(p, region)
+	if f != nil {
+		return "", f
+	}
+	ids := list(p, "InstanceRefreshIds.member", "")
+	var b strings.Builder
+	b.WriteString("<InstanceRefreshes>")
+	for i := len(g.Refreshes) - 1; i >= 0; i-- {
+		rf := &g.Refreshes[i]
+		if len(ids) > 0 && !oneOf(rf.ID, ids...) {
+			continue
+		}
+		s.advance(g, rf)
+		fmt.Fprintf(&b, "<member><InstanceRefreshId>%s</InstanceRefreshId><AutoScalingGroupName>%s</AutoScalingGroupName>"+
+			"<Status>%s</Status>%s<StartTime>2026-01-01T00:00:00Z</StartTime><PercentageComplete>%d</PercentageComplete>"+
+			"<InstancesToUpdate>%d</InstancesToUpdate><Preferences><MinHealthyPercentage>%d</MinHealthyPercentage>"+
+			"<SkipMatching>%t</SkipMatching><AutoRollback>%t</AutoRollback></Preferences></member>",
+			rf.ID, esc(g.Name), rf.Status, optional("StatusReason", rf.StatusReason), rf.Percentage, rf.InstancesToUpdate,
+			rf.MinHealthy, rf.SkipMatching, rf.AutoRollback)
+	}
+	b.WriteString("</InstanceRefreshes>")
+	return b.String(), nil
+}
+
+// stoppable returns the group's refresh that a cancel or rollback can
+// still stop.
+func (s *Server) stoppable(p map[string]string, region string) (*Refresh, *Fault) {
+	g, cur, f := s.group(p, region)
+	if f != nil {
+		return nil, f
+	}
+	if cur == nil || cur.Status == "Cancelling" || cur.Status == "RollbackInProgress" {
+		return nil, &Fault{Status: 400, Code: "ActiveInstanceRefreshNotFound", Message: "No in progress or pending Instance Refresh found for Auto Scaling group " + g.Name}
+	}
+	return cur, nil
+}
+
+func (s *Server) cancelInstanceRefresh(p map[string]string, region string) (string, *Fault) {
+	cur, f := s.stoppable(p, region)
+	if f != nil {
+		return "", f
+	}
+	cur.Status, cur.StatusReason = "Cancelling", "Cancelling the refresh: instances already replaced stay"
+	return "<InstanceRefreshId>" + cur.ID + "</InstanceRefreshId>", nil
+}
+
+func (s *Server) rollbackInstanceRefresh(p map[string]string, region string) (string, *Fault) {
+	cur, f := s.stoppable(p, region)
+	if f != nil {
+		return "", f
+	}
+	if strings.HasPrefix(cur.Version, "$") {
+		return "", &Fault{Status: 400, Code: "IrreversibleInstanceRefresh", Message: "The desired configuration names $Latest or $Default: the refresh cannot be rolled back"}
+	}
+	cur.Status, cur.StatusReason = "RollbackInProgress", "Rolling back at the caller's request"
+	return "<InstanceRefreshId>" + cur.ID + "</InstanceRefreshId>", nil
 }
 
 // sameImage says whether the group's instances already run the image of

@@ -41,59 +41,13 @@ func merge(specs ...querySpec) querySpec {
 	return out
 }
 
-// ec2Params are the EC2 actions the fake serves and their parameters
-// (names as the EC2 Query API spells them).
-var ec2Params = map[string]querySpec{
-	"DescribeSnapshots": merge(filters, querySpec{"SnapshotId.#": str, "Owner.#": str}),
-	"RegisterImage": merge(tagSpec, querySpec{
-		"Name": str, "Description": str, "Architecture": str, "VirtualizationType": str, "RootDeviceName": str,
-		"BlockDeviceMapping.#.DeviceName": str, "BlockDeviceMapping.#.Ebs.SnapshotId": str,
-		"BlockDeviceMapping.#.Ebs.VolumeType": str, "BlockDeviceMapping.#.Ebs.DeleteOnTermination": boolean,
-		"BlockDeviceMapping.#.Ebs.VolumeSize": integer,
-		"EnaSupport":                          boolean, "SriovNetSupport": str, "BootMode": str, "ImdsSupport": str, "TpmSupport": str,
-	}),
-	"DescribeImages":                       merge(filters, querySpec{"ImageId.#": str, "Owner.#": str, "IncludeDeprecated": boolean}),
-	"DeregisterImage":                      {"ImageId": str},
-	"DeleteSnapshot":                       {"SnapshotId": str},
-	"CreateTags":                           {"ResourceId.#": str, "Tag.#.Key": str, "Tag.#.Value": str},
-	"CopyImage":                            {"Name": str, "Description": str, "SourceImageId": str, "SourceRegion": str, "Encrypted": boolean, "KmsKeyId": str, "ClientToken": str},
-	"EnableImageDeprecation":               {"ImageId": str, "DeprecateAt": timestamp},
-	"EnableImageDeregistrationProtection":  {"ImageId": str, "WithCooldown": boolean},
-	"DisableImageDeregistrationProtection": {"ImageId": str},
-	"ModifyImageAttribute": {
-		"ImageId": str, "LaunchPermission.Add.#.UserId": str, "LaunchPermission.Add.#.Group": str,
-		"LaunchPermission.Add.#.OrganizationArn": str, "LaunchPermission.Add.#.OrganizationalUnitArn": str,
-	},
-	"ModifySnapshotAttribute": {
-		"SnapshotId": str, "Attribute": str, "OperationType": str,
-		"CreateVolumePermission.Add.#.UserId": str, "CreateVolumePermission.Add.#.Group": str,
-	},
-	"CreateLaunchTemplateVersion": {
-		"LaunchTemplateId": str, "LaunchTemplateName": str, "SourceVersion": str, "VersionDescription": str,
-		"LaunchTemplateData.ImageId": str, "ClientToken": str,
-	},
-	"ModifyLaunchTemplate":           {"LaunchTemplateId": str, "LaunchTemplateName": str, "SetDefaultVersion": str, "ClientToken": str},
-	"DescribeLaunchTemplateVersions": {"LaunchTemplateId": str, "LaunchTemplateName": str, "LaunchTemplateVersion.#": str},
-}
-
-// autoscalingParams are the Auto Scaling actions the fake serves.
-var autoscalingParams = map[string]querySpec{
-	"StartInstanceRefresh": {
-		"AutoScalingGroupName": str, "Strategy": str,
-		"DesiredConfiguration.LaunchTemplate.LaunchTemplateId":   str,
-		"DesiredConfiguration.LaunchTemplate.LaunchTemplateName": str,
-		"DesiredConfiguration.LaunchTemplate.Version":            str,
-		"Preferences.MinHealthyPercentage":                       integer,
-		"Preferences.MaxHealthyPercentage":                       integer,
-		"Preferences.InstanceWarmup":                             integer,
-		"Preferences.CheckpointPercentages.member.#":             integer,
-		"Preferences.CheckpointDelay":                            integer,
-		"Preferences.SkipMatching":                               boolean,
-		"Preferences.AutoRollback":                               boolean,
-	},
-	"DescribeInstanceRefreshes": {"AutoScalingGroupName": str, "InstanceRefreshIds.member.#": str},
-	"CancelInstanceRefresh":     {"AutoScalingGroupName": str},
-	"RollbackInstanceRefresh":   {"AutoScalingGroupName": str},
+// A queryAction is one action of an awsquery service (EC2, Auto
+// Scaling, STS): the parameters it accepts and the method that serves it
+// under s.mu, returning the inner XML of its answer. Each service keeps
+// one table of them, its only list of the actions it has.
+type queryAction struct {
+	params querySpec
+	serve  func(s *Server, p map[string]string, region string) (string, *Fault)
 }
 
 var (
@@ -112,25 +66,25 @@ func specRE(key string) *regexp.Regexp {
 	return re
 }
 
-// checkQuery refuses parameters an action does not have and values of the
-// wrong type. p holds the request without Action and Version.
 // checkAction checks an awsquery request: the API version, an Action the
 // fake has, and its parameters (checkQuery), whose problems the service
 // reports with code.
-func checkAction(p map[string]string, version string, actions map[string]querySpec, code string) *Fault {
-	spec, known := actions[p["Action"]]
+func checkAction(p map[string]string, version string, actions map[string]queryAction, code string) *Fault {
+	a, known := actions[p["Action"]]
 	switch {
 	case p["Version"] != version:
 		return &Fault{Status: 400, Code: "InvalidParameterValue", Message: fmt.Sprintf("Version %q", p["Version"])}
 	case !known:
 		return &Fault{Status: 400, Code: "InvalidAction", Message: "fakeaws: unsupported action " + p["Action"]}
 	}
-	if err := checkQuery(spec, p); err != nil {
+	if err := checkQuery(a.params, p); err != nil {
 		return &Fault{Status: 400, Code: code, Message: err.Error()}
 	}
 	return nil
 }
 
+// checkQuery refuses parameters an action does not have and values of the
+// wrong type; Action and Version are the caller's to check.
 func checkQuery(spec querySpec, p map[string]string) error {
 	for k, v := range p {
 		if k == "Action" || k == "Version" {

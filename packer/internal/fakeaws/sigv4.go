@@ -40,25 +40,34 @@ func parseAuth(h string) (sigv4, error) {
 // payload's hash (X-Amz-Content-Sha256 when sent, which must then match
 // the body, else the body's SHA-256). It consumes r.Body and puts back a
 // copy. A request signed with another secret, for another region or
-// service, or changed after signing, fails here as at AWS.
-func verifySignature(r *http.Request, sig sigv4, creds aws.Credentials) error {
+// service, or changed after signing, fails here as at AWS; so does one
+// signed more than maxSkew away from now, the server's clock.
+func verifySignature(r *http.Request, sig sigv4, creds aws.Credentials, now time.Time) *Fault {
+	mismatch := func(format string, args ...any) *Fault {
+		return &Fault{Status: 403, Code: "SignatureDoesNotMatch", Message: fmt.Sprintf(format, args...)}
+	}
 	when, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
 	if err != nil {
-		return fmt.Errorf("X-Amz-Date %q: %w", r.Header.Get("X-Amz-Date"), err)
+		return mismatch("X-Amz-Date %q: %v", r.Header.Get("X-Amz-Date"), err)
 	}
 	if when.Format("20060102") != sig.date {
-		return fmt.Errorf("X-Amz-Date %s is not the credential scope's day %s", r.Header.Get("X-Amz-Date"), sig.date)
+		return mismatch("X-Amz-Date %s is not the credential scope's day %s", r.Header.Get("X-Amz-Date"), sig.date)
+	}
+	if d := now.Sub(when); d > maxSkew || d < -maxSkew {
+		return &Fault{Status: 403, Code: "RequestTimeTooSkewed", Message: fmt.Sprintf(
+			"The difference between the request time (X-Amz-Date %s) and the server time (%s) is more than 5 minutes",
+			r.Header.Get("X-Amz-Date"), now.UTC().Format("20060102T150405Z"))}
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return fmt.Errorf("read body: %w", err)
+		return mismatch("read body: %v", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	sum := sha256.Sum256(body)
 	payload := hex.EncodeToString(sum[:])
 	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && h != "UNSIGNED-PAYLOAD" {
 		if h != payload {
-			return fmt.Errorf("X-Amz-Content-Sha256 %s does not match the body's %s", h, payload)
+			return mismatch("X-Amz-Content-Sha256 %s does not match the body's %s", h, payload)
 		}
 	} else if h == "UNSIGNED-PAYLOAD" {
 		payload = h
@@ -66,7 +75,7 @@ func verifySignature(r *http.Request, sig sigv4, creds aws.Credentials) error {
 
 	again, err := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
 	if err != nil {
-		return err
+		return mismatch("%v", err)
 	}
 	again.Host = r.Host
 	for _, name := range strings.Split(sig.signedHeaders, ";") {
@@ -77,20 +86,27 @@ func verifySignature(r *http.Request, sig sigv4, creds aws.Credentials) error {
 		default:
 			vs, ok := r.Header[http.CanonicalHeaderKey(name)]
 			if !ok {
-				return fmt.Errorf("signed header %s is missing", name)
+				return mismatch("signed header %s is missing", name)
 			}
 			again.Header[http.CanonicalHeaderKey(name)] = vs
 		}
 	}
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, again, payload, sig.service, sig.region, when); err != nil {
-		return fmt.Errorf("sign: %w", err)
+		return mismatch("sign: %v", err)
 	}
 	want, err := parseAuth(again.Header.Get("Authorization"))
 	if err != nil {
-		return err
+		return mismatch("%v", err)
 	}
 	if want.signedHeaders != sig.signedHeaders || want.signature != sig.signature {
-		return fmt.Errorf("SignatureDoesNotMatch: the request signature we calculated does not match the signature you provided (signed headers %s)", sig.signedHeaders)
+		return mismatch("SignatureDoesNotMatch: the request signature we calculated does not match the signature you provided (signed headers %s)", sig.signedHeaders)
 	}
 	return nil
 }
+
+// maxSkew is how far a request's X-Amz-Date may be from the server's
+// clock. AWS IAM User Guide, "AWS Signature Version 4 for API requests"
+// (signing elements): a signed request is valid within five minutes of
+// its time stamp; outside that window AWS refuses it, and the services
+// answer 403 RequestTimeTooSkewed (EC2, EBS, SSM alike).
+const maxSkew = 5 * time.Minute

@@ -383,6 +383,12 @@ func (c *Config) prepareKMS(add func(string, ...any)) {
 			c.KMSKeyID = k
 		}
 	}
+	if c.EncryptBoot && slices.Contains(c.AMIGroups, "all") {
+		// EC2 User Guide, "Share an AMI publicly": an AMI with encrypted
+		// volumes cannot be made public.
+		add("encrypt_boot with ami_groups = [\"all\"]: EC2 cannot make an AMI with encrypted volumes public; " +
+			"share it with ami_users, ami_org_arns or ami_ou_arns instead")
+	}
 	if !c.EncryptBoot || !c.shared() {
 		return
 	}

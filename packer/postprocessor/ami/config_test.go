@@ -60,7 +60,6 @@ func TestPrepareValues(t *testing.T) {
 	warns, err := c.Prepare(with(
 		"ami_regions", []string{"us-east-1", "eu-west-1", "us-east-1", "ap-southeast-2"},
 		"ami_users", []string{"123456789012"},
-		"ami_groups", []string{"all"},
 		"encrypt_boot", true,
 		"kms_key_id", "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
 		"region_kms_key_ids", map[string]string{
@@ -78,11 +77,21 @@ func TestPrepareValues(t *testing.T) {
 	if got := strings.Join(c.AMIRegions, ","); got != "us-east-1,ap-southeast-2" {
 		t.Errorf("ami_regions %s: the build region and duplicates must go", got)
 	}
-	if len(warns) != 3 {
-		t.Errorf("warnings %q, want build region, duplicate, public", warns)
+	if len(warns) != 2 {
+		t.Errorf("warnings %q, want build region, duplicate", warns)
 	}
 	if c.SnapshotTimeout != 2*time.Hour || c.PollInterval != 250*time.Millisecond || c.UploadWorkers != 64 || c.Tags["Name"] != "x" {
 		t.Errorf("decoded %+v", c)
+	}
+}
+
+// A public AMI (unencrypted: an encrypted one cannot be public) is
+// accepted with a warning.
+func TestPreparePublic(t *testing.T) {
+	var c Config
+	warns, err := c.Prepare(with("ami_groups", []string{"all"}))
+	if err != nil || len(warns) != 1 || !strings.Contains(warns[0], "the AMI will be public") {
+		t.Errorf("warnings %q, err %v", warns, err)
 	}
 }
 
@@ -121,6 +130,8 @@ func TestPrepareErrors(t *testing.T) {
 			"encrypt_boot without kms_key_id cannot be shared"},
 		{"public with the managed key", with("encrypt_boot", true, "ami_groups", []string{"all"}),
 			"encrypt_boot without kms_key_id cannot be shared"},
+		{"public and encrypted", with("encrypt_boot", true, "kms_key_id", "arn:aws:kms:eu-west-1:123456789012:key/abc", "ami_groups", []string{"all"}),
+			"EC2 cannot make an AMI with encrypted volumes public"},
 		{"shared copy with the managed key", with("encrypt_boot", true, "ami_users", []string{"123456789012"},
 			"kms_key_id", "arn:aws:kms:eu-west-1:123456789012:key/abc", "ami_regions", []string{"us-east-1"}),
 			"region_kms_key_ids needs a customer managed key for us-east-1"},

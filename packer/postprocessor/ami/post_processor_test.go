@@ -573,3 +573,88 @@ func TestRegistryMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestPostProcessSnapshotError: a snapshot EBS does not complete ends in
+// state error; the build says so, with the snapshot's status message,
+// and deletes it.
+func TestPostProcessSnapshotError(t *testing.T) {
+	f := fakeaws.New("AKIDPP", "secret")
+	defer f.Close()
+	f.CompleteError = "the snapshot could not be completed: internal error"
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	ui := new(uitest.UI)
+	_, _, _, err := newPP(t, f, nil).PostProcess(context.Background(), ui, input(t, path))
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "ended in state error (the snapshot could not be completed: internal error)") {
+		t.Fatalf("err %v", err)
+	}
+	if n, m := len(f.Images()), len(f.Snapshots()); n != 0 || m != 0 {
+		t.Errorf("left behind: %v images, %v snapshots", f.Images(), f.Snapshots())
+	}
+	if n := f.CountCalls("RegisterImage", 0); n != 0 {
+		t.Errorf("RegisterImage called with a snapshot in state error")
+	}
+}
+
+// TestPostProcessProtectionCooldown: protection enabled with cooldown
+// holds for 24 hours after it is disabled. When the protection of the
+// second region fails, the first region's AMI cannot be deregistered in
+// clean-up: the plugin keeps it and its snapshot and names the time after
+// which they can go, instead of deregistrations bound to fail; the copy
+// that was never protected is deleted.
+func TestPostProcessProtectionCooldown(t *testing.T) {
+	f := fakeaws.New("AKIDPP", "secret")
+	defer f.Close()
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	f.OnCall = func(op string, status int) {
+		if op == "EnableImageDeregistrationProtection" && status == 200 {
+			f.Inject(op, fakeaws.Fault{Status: 403, Code: "UnauthorizedOperation", Message: "You are not authorized"})
+		}
+	}
+	pp := newPP(t, f, map[string]interface{}{
+		"ami_regions":               []string{"us-east-1"},
+		"deregistration_protection": map[string]interface{}{"enabled": true, "with_cooldown": true},
+	})
+	ui := new(uitest.UI)
+	_, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path))
+	t.Logf("UI:\n%s", ui.Text())
+	if err == nil || !strings.Contains(err.Error(), "deregistration protection with cooldown holds until") {
+		t.Fatalf("err %v", err)
+	}
+	if n := f.CountCalls("DeregisterImage", 400); n != 0 {
+		t.Errorf("%d deregistrations refused: clean-up tried an AMI under cooldown", n)
+	}
+	imgs := f.Images()
+	if len(imgs) != 1 || imgs[0].Region != "eu-west-1" || imgs[0].ProtectedUntil.IsZero() {
+		t.Fatalf("images left %+v, want the protected eu-west-1 AMI only", imgs)
+	}
+	if !strings.Contains(err.Error(), "AMI "+imgs[0].ID+" and its snapshot in eu-west-1") {
+		t.Errorf("err %v does not name %s", err, imgs[0].ID)
+	}
+	snaps := f.Snapshots()
+	if len(snaps) != 1 || snaps[0].ID != imgs[0].SnapshotID {
+		t.Errorf("snapshots left %+v, want only %s's", snaps, imgs[0].ID)
+	}
+}
+
+// TestPostProcessClockSkew: with the build machine's clock 10 minutes
+// off AWS's, every first request of each client is refused
+// RequestTimeTooSkewed; the plugin's SDK configuration keeps the SDK's
+// clock-skew correction (from the Date of that answer), so the build
+// still succeeds.
+func TestPostProcessClockSkew(t *testing.T) {
+	f := fakeaws.New("AKIDPP", "secret")
+	defer f.Close()
+	f.SetClock(func() time.Time { return time.Now().Add(10 * time.Minute) })
+	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	ui := new(uitest.UI)
+	if _, _, _, err := newPP(t, f, nil).PostProcess(context.Background(), ui, input(t, path)); err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	if n := f.CountCalls("sigv4:RequestTimeTooSkewed", 403); n == 0 {
+		t.Error("no request was refused for clock skew: the fake's clock did not count")
+	}
+	if imgs := f.Images(); len(imgs) != 1 || imgs[0].State != "available" {
+		t.Errorf("images %+v", imgs)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,6 +29,7 @@ const (
 	keySnapshots  = "snapshots" // map[region]snapshot id
 	keyError      = "error"
 	keyLeftovers  = "leftovers" // []string: what clean-up could not delete
+	keyCooldown   = "cooldown"  // map[region]time: AMIs whose protection outlives the build (stepProtect)
 )
 
 // The root device of the AMI. /dev/xvda is what Amazon Linux uses; on
@@ -123,13 +125,32 @@ func (s *stepUpload) Run(ctx context.Context, state multistep.StateBag) multiste
 		res.SnapshotID, res.Sent, res.Blocks, res.Blocks-res.Sent, res.Checksum))
 
 	ui.Say("Waiting for snapshot " + res.SnapshotID + " to complete...")
-	w := ec2.NewSnapshotCompletedWaiter(cl.ec2(c.RawRegion), func(o *ec2.SnapshotCompletedWaiterOptions) {
-		o.MinDelay, o.MaxDelay = c.PollInterval, 4*c.PollInterval
-	})
-	if err := w.Wait(ctx, &ec2.DescribeSnapshotsInput{SnapshotIds: []string{res.SnapshotID}}, c.WaitTimeout); err != nil {
-		return halt(ctx, state, fmt.Errorf("wait for snapshot %s: %w", res.SnapshotID, err))
+	if err := waitSnapshot(ctx, cl.ec2(c.RawRegion), res.SnapshotID, c); err != nil {
+		return halt(ctx, state, err)
 	}
 	return multistep.ActionContinue
+}
+
+// waitSnapshot waits until the snapshot is completed. A snapshot can end
+// in state error instead (EC2 API Reference, Snapshot: State is pending,
+// completed, error, recoverable or recovering; StateMessage gives the
+// reason of an error), and the SDK's waiter then only says it
+// "transitioned to Failure": the snapshot is read once more for its state
+// and message.
+func waitSnapshot(ctx context.Context, client *ec2.Client, id string, c *Config) error {
+	w := ec2.NewSnapshotCompletedWaiter(client, func(o *ec2.SnapshotCompletedWaiterOptions) {
+		o.MinDelay, o.MaxDelay = c.PollInterval, 4*c.PollInterval
+	})
+	err := w.Wait(ctx, &ec2.DescribeSnapshotsInput{SnapshotIds: []string{id}}, c.WaitTimeout)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	out, derr := client.DescribeSnapshots(ctx, &ec2.DescribeSnapshotsInput{SnapshotIds: []string{id}})
+	if derr == nil && len(out.Snapshots) == 1 && out.Snapshots[0].State == types.SnapshotStateError {
+		return fmt.Errorf("snapshot %s ended in state error (%s): EBS did not complete it; the build has to upload again",
+			id, aws.ToString(out.Snapshots[0].StateMessage))
+	}
+	return fmt.Errorf("wait for snapshot %s: %w", id, err)
 }
 
 func (s *stepUpload) Cleanup(state multistep.StateBag) {
@@ -138,6 +159,9 @@ func (s *stepUpload) Cleanup(state multistep.StateBag) {
 		return
 	}
 	c, ui, cl := bag(state)
+	if _, kept := cooldownUntil(state, c.RawRegion); kept {
+		return // the AMI that still uses it is kept, and said so
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	ui.Say(fmt.Sprintf("Deleting snapshot %s (the build failed or was cancelled)...", id))
@@ -215,6 +239,9 @@ func (s *stepRegister) Cleanup(state multistep.StateBag) {
 	}
 	c, ui, cl := bag(state)
 	id := amis.(map[string]string)[c.RawRegion]
+	if keepProtected(state, ui, c.RawRegion, id) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	ui.Say(fmt.Sprintf("Deregistering AMI %s (the build failed or was cancelled)...", id))
@@ -311,7 +338,7 @@ func (s *stepCopy) Cleanup(state multistep.StateBag) {
 	defer cancel()
 	for _, r := range c.AMIRegions {
 		id, ok := amis.(map[string]string)[r]
-		if !ok {
+		if !ok || keepProtected(state, ui, r, id) {
 			continue
 		}
 		ui.Say(fmt.Sprintf("Deleting the copy %s in %s and its snapshot (the build failed or was cancelled)...", id, r))
@@ -391,8 +418,15 @@ func (s *stepLaunchPermissions) Run(ctx context.Context, state multistep.StateBa
 func (s *stepLaunchPermissions) Cleanup(multistep.StateBag) {}
 
 // stepProtect turns deregistration protection on, last, so that no later
-// step can fail with protected AMIs to clean up; a cancel that still
-// lands here turns it off again before the AMIs are deleted.
+// step can fail with protected AMIs to clean up; a failure or cancel that
+// still lands here turns it off again before the AMIs are deleted.
+//
+// With cooldown that cannot work: EC2 keeps the protection for 24 hours
+// after it is disabled (EC2 API Reference,
+// EnableImageDeregistrationProtection, WithCooldown; the disable answers
+// "disabled-until-<time>"). Those AMIs, and their snapshots, are then
+// kept, and the build's error names each with the time after which it
+// can be deregistered, instead of a deregistration that is bound to fail.
 type stepProtect struct{ protected map[string]string }
 
 func (s *stepProtect) Run(ctx context.Context, state multistep.StateBag) multistep.StepAction {
@@ -421,11 +455,40 @@ func (s *stepProtect) Cleanup(state multistep.StateBag) {
 	_, ui, cl := bag(state)
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
+	kept := map[string]string{}
 	for _, r := range sortedRegions(s.protected) {
-		if _, err := cl.ec2(r).DisableImageDeregistrationProtection(ctx, &ec2.DisableImageDeregistrationProtectionInput{ImageId: aws.String(s.protected[r])}); err != nil {
+		out, err := cl.ec2(r).DisableImageDeregistrationProtection(ctx, &ec2.DisableImageDeregistrationProtectionInput{ImageId: aws.String(s.protected[r])})
+		if err != nil {
 			ui.Error(fmt.Sprintf("Error removing the deregistration protection of %s in %s: %s", s.protected[r], r, err))
+			continue
+		}
+		if until, ok := strings.CutPrefix(aws.ToString(out.Return), "disabled-until-"); ok {
+			kept[r] = until
 		}
 	}
+	state.Put(keyCooldown, kept)
+}
+
+// cooldownUntil says whether the region's AMI is under a protection
+// cooldown, and until when.
+func cooldownUntil(state multistep.StateBag, region string) (string, bool) {
+	kept, _ := state.Get(keyCooldown).(map[string]string)
+	until, ok := kept[region]
+	return until, ok
+}
+
+// keepProtected reports (and records as a leftover) an AMI that its
+// protection's cooldown keeps from being deregistered, and says whether
+// it is one.
+func keepProtected(state multistep.StateBag, ui packersdk.Ui, region, id string) bool {
+	until, ok := cooldownUntil(state, region)
+	if !ok {
+		return false
+	}
+	what := fmt.Sprintf("AMI %s and its snapshot in %s: deregistration protection with cooldown holds until %s; deregister the AMI and delete its snapshot after that", id, region, until)
+	ui.Error("Keeping " + what)
+	leftover(state, what)
+	return true
 }
 
 func ec2Tags(m map[string]string) []types.Tag {

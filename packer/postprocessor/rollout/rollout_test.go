@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,58 @@ func TestRolloutTimeout(t *testing.T) {
 	}
 	if fl.f.CountCalls("RollbackInstanceRefresh", 200) != 2 {
 		t.Errorf("%d rollbacks, want both groups", fl.f.CountCalls("RollbackInstanceRefresh", 200))
+	}
+}
+
+// TestRolloutParameterNotTaken: Parameter Store answers PutParameter of
+// an aws:ec2:image value with 200 and validates it afterwards, dropping
+// an id that is no available AMI of the region. The roll-out reads the
+// parameter back, and stops with a message that says so before any
+// launch template or group is touched.
+func TestRolloutParameterNotTaken(t *testing.T) {
+	for _, existed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("parameter existed %v", existed), func(t *testing.T) {
+			fl := newFleet(t)
+			holds := fl.old
+			if !existed {
+				fl.f.DeleteParameterValue("eu-west-1", param)
+				holds = "no value"
+			}
+			gone := "ami-0000000000000dead"
+			in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + gone}
+			ui := new(uitest.UI)
+			_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{}}).PostProcess(context.Background(), ui, in)
+			t.Logf("UI:\n%s", ui.Text())
+			if err == nil || !strings.Contains(err.Error(), "publish "+gone+" to SSM parameter "+param) ||
+				!strings.Contains(err.Error(), "still holds "+holds) || !strings.Contains(err.Error(), "validates aws:ec2:image values asynchronously") {
+				t.Fatalf("err %v", err)
+			}
+			if strings.Contains(err.Error(), "still names the new AMI") {
+				t.Errorf("err %v: the parameter never took the new AMI", err)
+			}
+			if reads := fl.f.CountCalls("GetParameter", 0); reads < 20 {
+				t.Errorf("%d reads: the roll-out gave up before its bound", reads)
+			}
+			pm, ok := fl.f.Parameter("eu-west-1", param)
+			if ok != existed || existed && pm.Value != fl.old {
+				t.Errorf("parameter %+v (exists %v), want it as before", pm, ok)
+			}
+		})
+	}
+}
+
+// TestRolloutParameterDataType: a parameter of another data type cannot
+// become an aws:ec2:image parameter; the roll-out says so instead of
+// publishing.
+func TestRolloutParameterDataType(t *testing.T) {
+	fl := newFleet(t)
+	fl.f.PutParameterAs("eu-west-1", param, "not an ami", "text")
+	ui := new(uitest.UI)
+	_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, fl.input())
+	if err == nil || !strings.Contains(err.Error(), `has data type "text": Parameter Store cannot change a parameter's data type`) {
+		t.Fatalf("err %v", err)
+	}
+	if n := fl.f.CountCalls("PutParameter", 0) + fl.f.CountCalls("CreateLaunchTemplateVersion", 0); n != 0 {
+		t.Errorf("%d PutParameter/CreateLaunchTemplateVersion calls after the refusal", n)
 	}
 }

@@ -152,6 +152,12 @@ func (s *stepParameter) Run(ctx context.Context, state multistep.StateBag) multi
 		case apiCode(err) != "ParameterNotFound":
 			return halt(ctx, state, fmt.Errorf("read SSM parameter %s in %s: %w", c.SSMParameter, r, err))
 		}
+		if err == nil && aws.ToString(old.Parameter.DataType) != "aws:ec2:image" {
+			// Parameter Store refuses to change a parameter's data type to
+			// or from aws:ec2:image: say so before trying.
+			return halt(ctx, state, fmt.Errorf("SSM parameter %s in %s has data type %q: Parameter Store cannot change a parameter's data type "+
+				"to aws:ec2:image; delete it or name another ssm_parameter", c.SSMParameter, r, aws.ToString(old.Parameter.DataType)))
+		}
 		if prev != nil && *prev == amis[r] {
 			ui.Say(fmt.Sprintf("SSM parameter %s in %s is already %s", c.SSMParameter, r, amis[r]))
 			continue
@@ -165,6 +171,9 @@ func (s *stepParameter) Run(ctx context.Context, state multistep.StateBag) multi
 			return halt(ctx, state, fmt.Errorf("publish %s to SSM parameter %s in %s: %w", amis[r], c.SSMParameter, r, err))
 		}
 		s.previous[r] = prev
+		if err := awaitParameter(ctx, cl.ssm(r), c.SSMParameter, amis[r], c.PollInterval); err != nil {
+			return halt(ctx, state, fmt.Errorf("publish %s to SSM parameter %s in %s: %w", amis[r], c.SSMParameter, r, err))
+		}
 		was := "new"
 		if prev != nil {
 			was = "was " + *prev
@@ -188,10 +197,16 @@ func (s *stepParameter) Cleanup(state multistep.StateBag) {
 				Name: aws.String(c.SSMParameter), Value: prev, Overwrite: aws.Bool(true), DataType: aws.String("aws:ec2:image"),
 			})
 			if err == nil {
+				err = awaitParameter(ctx, cl.ssm(r), c.SSMParameter, *prev, c.PollInterval)
+			}
+			if err == nil {
 				ui.Say(fmt.Sprintf("SSM parameter %s in %s is %s again", c.SSMParameter, r, *prev))
 			}
 		} else {
 			_, err = cl.ssm(r).DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(c.SSMParameter)})
+			if apiCode(err) == "ParameterNotFound" {
+				err = nil // Parameter Store dropped the value: it never existed
+			}
 			if err == nil {
 				ui.Say(fmt.Sprintf("SSM parameter %s in %s deleted again (it did not exist before)", c.SSMParameter, r))
 			}
@@ -199,6 +214,42 @@ func (s *stepParameter) Cleanup(state multistep.StateBag) {
 		if err != nil {
 			ui.Error(fmt.Sprintf("Error restoring SSM parameter %s in %s: %s", c.SSMParameter, r, err))
 			left(state, fmt.Sprintf("SSM parameter %s in %s still names the new AMI", c.SSMParameter, r))
+		}
+	}
+}
+
+// parameterReads bounds the read-back of a published parameter: this many
+// reads, poll_interval apart (5 minutes at the default 15 s), before the
+// roll-out gives up on a value Parameter Store did not take.
+const parameterReads = 20
+
+// awaitParameter reads the parameter back until it holds want. Parameter
+// Store validates an aws:ec2:image value asynchronously (SSM API
+// Reference, PutParameter, DataType; SSM User Guide, "Native parameter
+// support for Amazon Machine Image IDs"): PutParameter answers 200 before
+// the validation, and a value that is not an available AMI of the region
+// is then dropped without any error. Only a read shows that it took.
+func awaitParameter(ctx context.Context, client *ssm.Client, name, want string, poll time.Duration) error {
+	holds := "no value (it does not exist)"
+	for i := 1; ; i++ {
+		out, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+		switch {
+		case err == nil && aws.ToString(out.Parameter.Value) == want:
+			return nil
+		case err == nil:
+			holds = aws.ToString(out.Parameter.Value)
+		case apiCode(err) != "ParameterNotFound":
+			return fmt.Errorf("read the parameter back: %w", err)
+		}
+		if i == parameterReads {
+			return fmt.Errorf("PutParameter answered 200, but after %d reads %s apart the parameter still holds %s: "+
+				"Parameter Store validates aws:ec2:image values asynchronously and drops one that is not an available AMI of the region",
+				parameterReads, poll, holds)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
 		}
 	}
 }
