@@ -52,8 +52,10 @@ func ParseEthtoolS(r io.Reader) (map[string]uint64, error) {
 //
 // A per-queue statistic has its "queue_N" part moved into the queue label,
 // so queues aggregate with sum by (...) and one name covers every queue:
-// virtio-net's rx_queue_0_packets is hotpath_ethtool_rx_packets{queue="0"},
-// ENA's queue_0_rx_cnt is hotpath_ethtool_rx_cnt{queue="0"}; device-wide
+// virtio-net's rx_queue_0_packets (Linux 6.1) and rx0_packets (6.10 on:
+// drivers/net/virtio_net.c virtnet_get_stats_string, "rx%u_%s") are both
+// hotpath_ethtool_rx_packets{queue="0"}, ENA's queue_0_rx_cnt is
+// hotpath_ethtool_rx_cnt{queue="0"}; device-wide
 // statistics have queue="" (which Prometheus stores as no label).
 //
 // All are untyped (a driver mixes counters and gauges, and the kernel does
@@ -73,7 +75,12 @@ type ethtoolStat struct {
 	typ   prometheus.ValueType
 }
 
-var queueStat = regexp.MustCompile(`(^|_)queue_(\d+)(_|$)`)
+var (
+	queueStat = regexp.MustCompile(`(^|_)queue_(\d+)(_|$)`)
+	// dirQueueStat is virtio-net's newer form: the direction with the
+	// queue number glued to it ("rx0_packets", "tx3_hw_drops").
+	dirQueueStat = regexp.MustCompile(`^(rx|tx)(\d+)_`)
+)
 
 // ethtoolName splits a driver statistic into its metric name and queue.
 func ethtoolName(stat string) (name, queue string) {
@@ -85,6 +92,9 @@ func ethtoolName(stat string) (name, queue string) {
 			sep = "_" // "rx_queue_0_packets" -> "rx" + "_" + "packets"
 		}
 		s = s[:m[2]] + sep + s[m[7]:]
+	} else if m := dirQueueStat.FindStringSubmatchIndex(s); m != nil {
+		queue = s[m[4]:m[5]]
+		s = s[m[2]:m[3]] + "_" + s[m[1]:] // "rx0_packets" -> "rx" + "_" + "packets"
 	}
 	return Namespace + "_ethtool_" + sanitize(s), queue
 }

@@ -300,6 +300,10 @@ func TestEthtoolName(t *testing.T) {
 		{"rx_queue_3_packets", "hotpath_ethtool_rx_packets", "3"},
 		{"tx_queue_0_xdp_tx_drops", "hotpath_ethtool_tx_xdp_tx_drops", "0"},
 		{"rx_queue_7", "hotpath_ethtool_rx", "7"},
+		{"rx0_packets", "hotpath_ethtool_rx_packets", "0"},
+		{"tx12_xdp_tx_drops", "hotpath_ethtool_tx_xdp_tx_drops", "12"},
+		{"rx3_hw_drops", "hotpath_ethtool_rx_hw_drops", "3"},
+		{"rx_packets", "hotpath_ethtool_rx_packets", ""},
 		{"RX-Errors (CRC)", "hotpath_ethtool_rx_errors_crc", ""},
 		{"tx_queue_stop", "hotpath_ethtool_tx_queue_stop", ""},
 	} {
