@@ -31,6 +31,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/u-root/u-root/pkg/dhclient"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Forever is the kernel's infinite address lifetime (INFINITY_LIFE_TIME).
@@ -186,6 +187,38 @@ func describe(d boot.Detail, l Lease) {
 // dhclient (which brings the link up, and closes its AF_PACKET socket
 // before returning) and returns the lease.
 func RequestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
+	// A send that fails at once with ENETDOWN or ENOBUFS is the link
+	// settling, not the network: on Linux 6.12 virtio_net wakes its tx
+	// queues from a work item after ndo_open (virtnet_config_changed_work),
+	// and a packet that finds the queue stopped under the noqueue qdisc is
+	// dropped with ENETDOWN ("Virtual device eth0 asks to queue packet!",
+	// net/core/dev.c __dev_queue_xmit). Such an exchange is tried again
+	// after a short pause, a few times, before it counts as failed.
+	var err error
+	for pause := 100 * time.Millisecond; ; pause *= 2 {
+		var l Lease
+		l, err = requestLease(ctx, o)
+		if err == nil || !settling(err) || pause > 2*time.Second {
+			return l, err
+		}
+		if o.Log != nil {
+			o.Log.Printf("dhcp %s: %v: the link is settling, again in %v", o.Interface, err, pause)
+		}
+		select {
+		case <-ctx.Done():
+			return Lease{}, err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// settling reports whether a DHCP exchange failed on a send the kernel
+// refused because the interface's queue was not ready yet.
+func settling(err error) bool {
+	return errors.Is(err, unix.ENETDOWN) || errors.Is(err, unix.ENOBUFS)
+}
+
+func requestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
 	nonblockingXID()
 	link, err := netlink.LinkByName(o.Interface)
 	if err != nil {

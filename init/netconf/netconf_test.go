@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -430,5 +431,22 @@ func TestNextBackoff(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[1s 2s 4s 5s 5s]" {
 		t.Errorf("back-off %v", got)
+	}
+}
+
+// TestSettling: the error of a DHCP exchange whose first send the kernel
+// refused (as nclient4 wraps it: "got an error while processing the
+// request: error writing packet to connection: write packet <mac>: sendto:
+// network is down", joined by RequestLease) is the link settling; a
+// timeout is not.
+func TestSettling(t *testing.T) {
+	send := &net.OpError{Op: "write", Net: "packet", Err: os.NewSyscallError("sendto", unix.ENETDOWN)}
+	wrapped := fmt.Errorf("dhcp eth0: %w", errors.Join(fmt.Errorf("got an error while processing the request: %w",
+		fmt.Errorf("error writing packet to connection: %w", send))))
+	if !settling(wrapped) {
+		t.Errorf("%v: not settling", wrapped)
+	}
+	if settling(fmt.Errorf("dhcp eth0: %w", os.ErrDeadlineExceeded)) {
+		t.Error("a timeout counted as settling")
 	}
 }
