@@ -290,6 +290,9 @@ func (o *observer) metricsOptions(link *nic.Link, et nic.Ethtool) metrics.Option
 		return mo
 	}
 	mo.Device, mo.Driver = link.Name, link.Driver
+	// Per-queue packets and bytes: virtio-net lists them only here from
+	// Linux 6.10 on, no longer in ethtool -S.
+	mo.QueueStats = metrics.DialGenetlink
 	// The NIC steps' own handle: it is a socket for ioctls, safe to share
 	// between scrapes and the re-application after a device reset.
 	if st, ok := et.(metrics.StatsReader); ok {

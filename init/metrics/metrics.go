@@ -1,7 +1,7 @@
 // Package metrics turns what the kernel already counts into Prometheus
 // metrics for the init's management endpoint: the NIC driver's ethtool
 // statistics (the ENA allowance counters among them), the interface
-// counters, per-queue interrupts per CPU, softnet, softirqs, the TCP/IP MIB
+// counters, the per-queue statistics of netlink, per-queue interrupts per CPU, softnet, softirqs, the TCP/IP MIB
 // counters, socket usage, CPU time, memory, the clock's sync state, the
 // workload's state, each boot step's outcome, log shipping, and the init's
 // own CPU time.
@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mdlayher/genetlink"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	Device string
 	Driver string
 	Stats  StatsReader
+	// QueueStats opens the generic netlink socket the device's per-queue
+	// statistics are read over (DialGenetlink); nil leaves the
+	// hotpath_queue_ metrics out.
+	QueueStats func() (*genetlink.Conn, error)
 	// QueueIRQ picks the NIC's queue interrupts from /proc/interrupts by
 	// action name and returns the queue number; nil exports every
 	// numbered interrupt line.
@@ -80,6 +85,9 @@ func NewRegistry(o Options) *prometheus.Registry {
 	}
 	if o.Stats != nil && o.Device != "" {
 		add("ethtool", &ethtoolStats{device: o.Device, driver: o.Driver, r: o.Stats})
+	}
+	if o.QueueStats != nil && o.Device != "" {
+		add("qstats", &queueStats{device: o.Device, dial: o.QueueStats})
 	}
 	if o.Workload != nil {
 		add("workload", &workload{w: o.Workload})
