@@ -258,13 +258,19 @@ func (s *Server) Start() (err error) {
 			return err
 		}
 	}
+	s.logReady(addr)
+	close(s.ready)
+	return nil
+}
+
+// logReady writes the ready line, after what the kernel took of the
+// busy-poll parameters when any were asked for.
+func (s *Server) logReady(addr netip.Addr) {
 	if s.busyPoll != "" {
 		fmt.Fprintf(s.cfg.Log, "hotpath: epoll busy polling: %s%s\n", s.busyPoll, s.sockPrefer)
 	}
 	fmt.Fprintf(s.cfg.Log, "hotpath: ready: %d workers on cpus %s listening on %s\n",
-		len(cpus), cpuString(cpus), netip.AddrPortFrom(addrOrAny(addr), uint16(port)))
-	close(s.ready)
-	return nil
+		len(s.cpus), cpuString(s.cpus), netip.AddrPortFrom(addrOrAny(addr), uint16(s.port)))
 }
 
 // releaseThreshold is how far MemoryInUse must fall from its peak before
