@@ -1,11 +1,9 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +12,6 @@ import (
 	"github.com/hotpath-dev/hotpath/server"
 	"github.com/hotpath-dev/hotpath/server/busypoll"
 )
-
-// syncBuf is a log the server writes from Start while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestPreferBusyPoll: with -prefer-busy-poll each worker's epoll instance
 // gets prefer_busy_poll, the budget and the usecs, and the ready log says
@@ -45,7 +25,7 @@ func TestPreferBusyPoll(t *testing.T) {
 	_, getErr := busypoll.GetEpoll(fd)
 	unix.Close(fd)
 
-	var log syncBuf
+	var log lockedBuffer
 	cfg := server.DefaultConfig()
 	cfg.CPUs, cfg.Port, cfg.Log = []int{0}, 0, &log
 	cfg.PreferBusyPoll, cfg.BusyPoll, cfg.BusyPollBudget = true, 25, 16
