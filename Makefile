@@ -113,7 +113,7 @@ actionlint:
 # which no project file can reach, so it runs where it is installed.
 fleet-lint:
 	@if command -v cfn-lint >/dev/null 2>&1; then \
-		cfn-lint packer/deploy/fleet.yaml && echo "fleet-lint: cfn-lint $$(cfn-lint --version) passed"; \
+		cfn-lint packer/deploy/fleet.yaml && echo "fleet-lint: $$(cfn-lint --version) passed"; \
 	else \
 		echo "fleet-lint: cfn-lint not installed (PyPI: pip install cfn-lint); only packer-test's goformation check ran"; \
 	fi
