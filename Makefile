@@ -11,7 +11,8 @@
 #   make bench-vm  the appliance against Debian's stock kernel, both in QEMU
 #   make kernel    only the appliance kernel (cached, see kernel-config/)
 #   make plugin    packer/packer-plugin-hotpath
-#   make plugin-release PLUGIN_VERSION=x.y.z   packer/dist: binaries, zips, SHA256SUMS, manifest
+#   make plugin-release PLUGIN_VERSION=x.y.z   packer/dist: binaries, zips, SHA256SUMS (what
+#                  packer init downloads; .github/workflows/packer-plugin-release.yml publishes them)
 #   make verify-reproducible  two cold builds, compared byte for byte (~1 h)
 #
 # Set-up is part of every target: image/deps.sh installs what is missing from
@@ -34,7 +35,8 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v '/tests/e2e$$')
 DEPS_ARCH = $(if $(filter arm64 aarch64,$(ARCH)),arm64)
 
 .PHONY: all deps deps-test deps-bench kernel image run test test-arm64 vet unit e2e packer-test \
-	packer-generate-check plugin plugin-release bench bench-vm verify-reproducible
+	packer-generate-check plugin plugin-release bench bench-vm verify-reproducible \
+	actionlint fleet-lint packer-docs
 
 all: image
 
@@ -59,7 +61,7 @@ image: deps
 run: image
 	$(HOTPATH_IMAGE) run -arch $(ARCH) -disk $(OUT)/hotpath.img
 
-test: deps-test vet kernel unit e2e packer-test packer-generate-check test-arm64
+test: deps-test vet kernel unit e2e packer-test packer-generate-check actionlint fleet-lint test-arm64
 
 vet:
 	$(GO) vet ./...
@@ -91,17 +93,42 @@ packer-test: deps-test kernel
 # committed spec that differs from a fresh one fails the build.
 packer-generate-check:
 	cd packer && $(GO) generate ./... && git diff --exit-code -- '*.hcl2spec.go'
+	cd packer && $(GO) run ./tools/webdocs -check
+
+# packer/.web-docs (the Packer integrations index) from packer/docs and the
+# configuration structs' comments, with packer-sdc renderdocs.
+packer-docs:
+	cd packer && $(GO) run ./tools/webdocs
+
+# The GitHub Actions workflows, with actionlint (a Go module at a fixed
+# version, fetched by go run; shellcheck left out so that every machine
+# gives the same verdict).
+ACTIONLINT = github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+actionlint:
+	$(GO) run $(ACTIONLINT) -shellcheck= -pyflakes= -no-color
+
+# The fleet template: packer-test decodes it against the CloudFormation
+# resource specification (goformation) and checks it against the image's
+# and the rollout's defaults (packer/deploy). cfn-lint comes from PyPI,
+# which no project file can reach, so it runs where it is installed.
+fleet-lint:
+	@if command -v cfn-lint >/dev/null 2>&1; then \
+		cfn-lint packer/deploy/fleet.yaml && echo "fleet-lint: $$(cfn-lint --version) passed"; \
+	else \
+		echo "fleet-lint: cfn-lint not installed (PyPI: pip install cfn-lint); only packer-test's goformation check ran"; \
+	fi
 
 plugin:
 	cd packer && $(GO) build -o packer-plugin-hotpath ./cmd/packer-plugin-hotpath
 
 # Release files for Packer's installer in packer/dist/ (see packer/README.md):
 # make plugin-release PLUGIN_VERSION=0.1.0 [PLUGIN_TARGETS=linux/amd64,...]
-PLUGIN_TARGETS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
+# (default: every platform the packer-plugin-scaffolding releases)
+PLUGIN_TARGETS ?=
 plugin-release:
 	@test -n "$(PLUGIN_VERSION)" || { echo "set PLUGIN_VERSION, e.g. make plugin-release PLUGIN_VERSION=0.1.0"; exit 1; }
 	rm -rf packer/dist
-	cd packer && $(GO) run ./tools/release -version $(PLUGIN_VERSION) -targets $(PLUGIN_TARGETS) -out dist
+	cd packer && $(GO) run ./tools/release -version $(PLUGIN_VERSION) $(if $(PLUGIN_TARGETS),-targets $(PLUGIN_TARGETS)) -out dist
 
 # Side by side on loopback: hotpath, the C floor (built with gcc), fasthttp,
 # net/http, nginx and a minimal Go epoll responder; server on CPU 0, wrk on

@@ -1,3 +1,5 @@
+//go:build linux || darwin || freebsd
+
 package ebsupload
 
 import (
@@ -6,9 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// extent is a byte range [off, end) of a file that holds data.
-type extent struct{ off, end int64 }
 
 // dataExtents asks the file system where f has data (lseek SEEK_DATA /
 // SEEK_HOLE). Where the file system cannot tell, the whole file is data,
@@ -36,19 +35,4 @@ func dataExtents(f *os.File, size int64) ([]extent, error) {
 		off = hole
 	}
 	return out, nil
-}
-
-// overlaps reports whether [off, end) touches any extent. extents are
-// sorted and disjoint; the list is short (a handful for our images), so a
-// linear scan is fine.
-func overlaps(extents []extent, off, end int64) bool {
-	for _, e := range extents {
-		if e.off < end && off < e.end {
-			return true
-		}
-		if e.off >= end {
-			return false
-		}
-	}
-	return false
 }

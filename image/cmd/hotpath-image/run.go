@@ -18,6 +18,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/image/machine"
 	"github.com/hotpath-dev/hotpath/image/manifest"
+	"github.com/hotpath-dev/hotpath/init/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,9 +32,44 @@ type vm struct {
 	Accel     string
 	CPUs      int
 	MemoryMiB int
-	HostAddr  string // loopback address the forwarded port listens on
-	HostPort  int
+	HostAddr  string // loopback address the forwarded ports listen on
+	HostPort  int    // forwarded to GuestPort, the workload's
 	GuestPort int
+	// The management endpoint (/metrics /healthz /report): MgmtHostPort
+	// forwarded to MgmtGuestPort, the init's mgmt.port; 0 forwards nothing.
+	MgmtHostPort  int
+	MgmtGuestPort int
+}
+
+// hostfwd is the user-network forward list for v: the workload's port,
+// then the management port's unless it is off.
+func (v vm) hostfwd() string {
+	s := fmt.Sprintf("hostfwd=tcp:%s:%d-:%d", v.HostAddr, v.HostPort, v.GuestPort)
+	if v.mgmtForwarded() {
+		s += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", v.HostAddr, v.MgmtHostPort, v.MgmtGuestPort)
+	}
+	return s
+}
+
+func (v vm) mgmtForwarded() bool { return v.MgmtHostPort != 0 && v.MgmtGuestPort != 0 }
+
+// checkPorts refuses forwards QEMU would refuse only after it started, or
+// that would shadow each other.
+func (v vm) checkPorts() error {
+	for _, p := range []int{v.HostPort, v.GuestPort, v.MgmtHostPort, v.MgmtGuestPort} {
+		if p < 0 || p > 65535 {
+			return fmt.Errorf("port %d is outside 0..65535", p)
+		}
+	}
+	switch {
+	case v.HostPort == 0 || v.GuestPort == 0:
+		return errors.New("-port and -guest-port must be set")
+	case v.mgmtForwarded() && v.MgmtHostPort == v.HostPort:
+		return fmt.Errorf("-mgmt-port %d is -port's too", v.MgmtHostPort)
+	case v.mgmtForwarded() && v.MgmtGuestPort == v.GuestPort:
+		return fmt.Errorf("-guest-mgmt-port %d is the workload's port too", v.MgmtGuestPort)
+	}
+	return nil
 }
 
 // qemuArgs returns QEMU's arguments for v. The disk is attached read-only:
@@ -53,9 +89,9 @@ func qemuArgs(v vm) []string {
 		"-drive", "if=pflash,format=raw,unit=1,file=" + v.OVMFVars,
 		"-drive", "if=none,id=disk0,format=raw,readonly=on,file=" + v.Disk,
 		"-device", "virtio-blk-pci,drive=disk0,bootindex=1",
-		// User networking: no privileges, no host interfaces; the forward
-		// listens on loopback only. romfile= skips the PXE option ROM.
-		"-netdev", fmt.Sprintf("user,id=net0,hostfwd=tcp:%s:%d-:%d", v.HostAddr, v.HostPort, v.GuestPort),
+		// User networking: no privileges, no host interfaces; the forwards
+		// listen on loopback only. romfile= skips the PXE option ROM.
+		"-netdev", "user,id=net0," + v.hostfwd(),
 		"-device", "virtio-net-pci,netdev=net0,romfile=",
 		// Serial console and QEMU monitor multiplexed on stdio (Ctrl-A C
 		// switches, Ctrl-A X quits).
@@ -70,18 +106,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	v := vm{HostAddr: "127.0.0.1"}
+	defaults := config.Default() // what the image's init uses unless configured
 	fs.StringVar(&v.Disk, "disk", "out/hotpath.img", "raw disk `image` to boot (attached read-only)")
 	arch := fs.String("arch", "", "the disk's `architecture`, amd64 or arm64 (QEMU virt, AAVMF, always TCG);\ndefault: the manifest.json beside the disk says, else amd64")
 	fs.StringVar(&v.Accel, "accel", "tcg", "QEMU accelerator (`tcg` or kvm); KVM guests hang on some hosts, so TCG is the default")
 	fs.IntVar(&v.CPUs, "cpus", 2, "virtual CPUs")
 	fs.IntVar(&v.MemoryMiB, "mem", 1024, "guest memory in `MiB`")
-	fs.IntVar(&v.HostPort, "port", 8080, "host `port` on 127.0.0.1 forwarded to the guest")
-	fs.IntVar(&v.GuestPort, "guest-port", 8080, "guest TCP `port` (the workload's, workload.port)")
+	fs.IntVar(&v.HostPort, "port", 8080, "host `port` on 127.0.0.1 forwarded to the workload")
+	fs.IntVar(&v.GuestPort, "guest-port", defaults.WorkloadPort, "guest TCP `port` (the workload's, workload.port)")
+	fs.IntVar(&v.MgmtHostPort, "mgmt-port", defaults.MgmtPort, "host `port` on 127.0.0.1 forwarded to the guest's management endpoint; 0: none")
+	fs.IntVar(&v.MgmtGuestPort, "guest-mgmt-port", defaults.MgmtPort, "the guest's management `port` (mgmt.port)")
 	code := fs.String("ovmf-code", "", "UEFI firmware code `file`; default: Debian's OVMF (amd64) or AAVMF (arm64)")
 	vars := fs.String("ovmf-vars", "", "UEFI variable store template `file` (copied, never written); default: OVMF's or AAVMF's")
 	qemu := fs.String("qemu", "", "QEMU `binary`; default: qemu-system-x86_64 or qemu-system-aarch64")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: hotpath-image run [flags]\n\nBoots a hotpath disk in QEMU through OVMF UEFI firmware with virtio-net (user networking),\nthe serial console on this terminal, and 127.0.0.1:<port> forwarded to the guest.\nCtrl-A X quits at once; for an orderly shutdown (ACPI power button, as EC2 stop does) press\nCtrl-A C and type system_powerdown, or run 'hotpath-image stop -qmp <socket>' elsewhere,\nor send this process SIGINT/SIGTERM when it has no terminal.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: hotpath-image run [flags]\n\nBoots a hotpath disk in QEMU through OVMF UEFI firmware with virtio-net (user networking),\nthe serial console on this terminal, 127.0.0.1:<port> forwarded to the workload and\n127.0.0.1:<mgmt-port> to the management endpoint.\nCtrl-A X quits at once; for an orderly shutdown (ACPI power button, as EC2 stop does) press\nCtrl-A C and type system_powerdown, or run 'hotpath-image stop -qmp <socket>' elsewhere,\nor send this process SIGINT/SIGTERM when it has no terminal.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -90,58 +129,72 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if err := v.checkPorts(); err != nil {
+		return err
+	}
 	if _, err := os.Stat(v.Disk); err != nil {
 		return fmt.Errorf("%w (build it first: hotpath-image build, or make image)", err)
 	}
-	if *arch == "" {
-		*arch = diskArch(v.Disk)
-	}
-	m, err := machine.For(*arch)
+	qemuPath, varsTemplate, err := v.resolve(*arch, *code, *vars, *qemu)
 	if err != nil {
 		return err
-	}
-	if err := m.CheckAccel(v.Accel); err != nil {
-		return err
-	}
-	v.Machine = m
-	if *code == "" {
-		*code = m.Code
-	}
-	if *vars == "" {
-		*vars = m.Vars
-	}
-	if *qemu == "" {
-		*qemu = m.QEMU
-	}
-	for _, f := range []string{*code, *vars} {
-		if _, err := os.Stat(f); err != nil {
-			return fmt.Errorf("%w (install Debian's %s package: image/deps.sh %s)", err, m.FirmwarePkg, m.DepsGroup)
-		}
-	}
-	qemuPath, err := exec.LookPath(*qemu)
-	if err != nil {
-		return fmt.Errorf("%w (install Debian's %s package: image/deps.sh %s)", err, m.QEMUPkg, m.DepsGroup)
 	}
 	tmp, err := os.MkdirTemp("", "hotpath-run-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	v.OVMFCode = *code
 	v.OVMFVars = filepath.Join(tmp, "OVMF_VARS.fd")
 	v.QMP = filepath.Join(tmp, "qmp.sock")
-	if err := copyFile(*vars, v.OVMFVars); err != nil {
+	if err := copyFile(varsTemplate, v.OVMFVars); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(stderr, `hotpath-image run: booting %s (%s, QEMU %s %s, %d vCPUs, %d MiB, UEFI, virtio-net)
-  the workload:   curl http://%s:%d/json   (forwarded to guest port %d once the guest has booted)
-  stop at once:   Ctrl-A X
-  power off:      Ctrl-A C, then 'system_powerdown' (ACPI power button; the init drains the workload)
-                  or from another terminal: hotpath-image stop -qmp %s
-`, v.Disk, m.Arch, m.Machine, v.Accel, v.CPUs, v.MemoryMiB, v.HostAddr, v.HostPort, v.GuestPort, v.QMP)
+	printBanner(stderr, v)
 
-	cmd := exec.Command(qemuPath, qemuArgs(v)...)
+	return boot(exec.Command(qemuPath, qemuArgs(v)...), v.QMP, stdout, stderr)
+}
+
+// resolve sets v's machine and firmware code for arch (empty: the disk's)
+// and returns the QEMU binary to run and the variable store template,
+// each checked to exist, with the package to install when one does not.
+func (v *vm) resolve(arch, code, vars, qemu string) (qemuPath, varsPath string, err error) {
+	if arch == "" {
+		arch = diskArch(v.Disk)
+	}
+	m, err := machine.For(arch)
+	if err != nil {
+		return "", "", err
+	}
+	if err := m.CheckAccel(v.Accel); err != nil {
+		return "", "", err
+	}
+	v.Machine = m
+	if code == "" {
+		code = m.Code
+	}
+	if vars == "" {
+		vars = m.Vars
+	}
+	if qemu == "" {
+		qemu = m.QEMU
+	}
+	for _, f := range []string{code, vars} {
+		if _, err := os.Stat(f); err != nil {
+			return "", "", fmt.Errorf("%w (install Debian's %s package: image/deps.sh %s)", err, m.FirmwarePkg, m.DepsGroup)
+		}
+	}
+	qemuPath, err = exec.LookPath(qemu)
+	if err != nil {
+		return "", "", fmt.Errorf("%w (install Debian's %s package: image/deps.sh %s)", err, m.QEMUPkg, m.DepsGroup)
+	}
+	v.OVMFCode = code
+	return qemuPath, vars, nil
+}
+
+// boot runs QEMU (cmd) to its end, turning SIGINT and SIGTERM into an
+// orderly power-off over the QMP socket qmp (a second one kills QEMU).
+func boot(cmd *exec.Cmd, qmp string, stdout, stderr io.Writer) error {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	// QEMU must not outlive us, whatever ends us.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -170,7 +223,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return nil
 		case s := <-sigs:
 			fmt.Fprintf(stderr, "\nhotpath-image run: %v: powering the guest off (system_powerdown); again to kill QEMU\n", s)
-			if err := powerdown(v.QMP); err != nil {
+			if err := powerdown(qmp); err != nil {
 				fmt.Fprintf(stderr, "hotpath-image run: %v; killing QEMU\n", err)
 				cmd.Process.Kill()
 				continue
@@ -185,6 +238,22 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}()
 		}
 	}
+}
+
+// printBanner says what boots and the URLs that reach it.
+func printBanner(w io.Writer, v vm) {
+	fmt.Fprintf(w, "hotpath-image run: booting %s (%s, QEMU %s %s, %d vCPUs, %d MiB, UEFI, virtio-net)\n",
+		v.Disk, v.Machine.Arch, v.Machine.Machine, v.Accel, v.CPUs, v.MemoryMiB)
+	fmt.Fprintf(w, "  the workload:   curl http://%s:%d/json   (forwarded to guest port %d once the guest has booted)\n",
+		v.HostAddr, v.HostPort, v.GuestPort)
+	if v.mgmtForwarded() {
+		fmt.Fprintf(w, "  management:     curl http://%s:%d/metrics   (also /healthz, /report; guest port %d)\n",
+			v.HostAddr, v.MgmtHostPort, v.MgmtGuestPort)
+	}
+	fmt.Fprintf(w, `  stop at once:   Ctrl-A X
+  power off:      Ctrl-A C, then 'system_powerdown' (ACPI power button; the init drains the workload)
+                  or from another terminal: hotpath-image stop -qmp %s
+`, v.QMP)
 }
 
 // diskArch is the architecture the manifest beside disk records, or amd64

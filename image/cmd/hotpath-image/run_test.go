@@ -50,15 +50,11 @@ func TestBuildAndRun(t *testing.T) {
 	}
 	t.Logf("build took %s:\n%s", time.Since(start).Round(100*time.Millisecond), summary)
 
-	// A free loopback port, so a `make run` elsewhere does not collide.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	// Free loopback ports, so a `make run` elsewhere does not collide.
+	port, mgmtPort := freePort(t), freePort(t)
 
-	run := exec.Command(cli, "run", "-disk", filepath.Join(out, "hotpath.img"), "-port", strconv.Itoa(port))
+	run := exec.Command(cli, "run", "-disk", filepath.Join(out, "hotpath.img"), "-port", strconv.Itoa(port),
+		"-mgmt-port", strconv.Itoa(mgmtPort))
 	run.Stdin = nil // not a terminal: SIGINT becomes an orderly power-off
 	run.Stderr = os.Stderr
 	stdout, err := run.StdoutPipe()
@@ -104,26 +100,13 @@ func TestBuildAndRun(t *testing.T) {
 	}
 	t.Logf("boot report after %s", time.Since(start).Round(100*time.Millisecond))
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var body []byte
-	for {
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1:"+strconv.Itoa(port)+"/json", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("GET /json through the forwarded port: %v\n%s", err, console.String())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	body := getOK(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/json", &console)
 	if strings.TrimSpace(string(body)) != `{"message":"Hello, World!"}` {
 		t.Errorf("/json = %q", body)
+	}
+	// The management endpoint through its own forward, as the banner says.
+	if metrics := getOK(t, "http://127.0.0.1:"+strconv.Itoa(mgmtPort)+"/metrics", &console); !strings.Contains(string(metrics), "# TYPE") {
+		t.Errorf("/metrics through the management forward is not Prometheus text:\n%.500s", metrics)
 	}
 
 	run.Process.Signal(syscall.SIGINT)
@@ -135,5 +118,39 @@ func TestBuildAndRun(t *testing.T) {
 		}
 	case <-time.After(90 * time.Second):
 		t.Fatalf("the guest did not power off within 90s of SIGINT:\n%s", console.String())
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// getOK polls url for up to a minute until it answers 200 and returns the
+// body; console is the guest's output, shown when it never does.
+func getOK(t *testing.T, url string, console *strings.Builder) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return body
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("GET %s through the forwarded port: %v\n%s", url, err, console.String())
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

@@ -4,6 +4,9 @@
 // and the post-processor hotpath-rollout (the AMIs onto a fleet: SSM
 // parameter, launch template version, Instance Refresh).
 //
+// The post-processors run on every platform the plugin is released for;
+// the builder only where it can build the appliance (see builder_*.go).
+//
 // Packer starts it; run alone it only answers `describe`. Install a local
 // build with `packer plugins install --path packer-plugin-hotpath
 // github.com/hotpath-dev/hotpath`.
@@ -14,7 +17,6 @@ import (
 	"os"
 
 	"github.com/hashicorp/packer-plugin-sdk/plugin"
-	"github.com/hotpath-dev/hotpath/packer/builder/image"
 	"github.com/hotpath-dev/hotpath/packer/postprocessor/ami"
 	"github.com/hotpath-dev/hotpath/packer/postprocessor/rollout"
 	"github.com/hotpath-dev/hotpath/packer/version"
@@ -22,7 +24,7 @@ import (
 
 func main() {
 	pps := plugin.NewSet()
-	pps.RegisterBuilder("image", new(image.Builder))
+	registerBuilders(pps)
 	pps.RegisterPostProcessor("ami", new(ami.PostProcessor))
 	pps.RegisterPostProcessor("rollout", new(rollout.PostProcessor))
 	pps.SetVersion(version.Version)

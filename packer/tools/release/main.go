@@ -1,21 +1,26 @@
-// Command release builds the plugin's release files the way Packer's
-// installer expects them (the layout of the packer-plugin-scaffolding
-// GoReleaser configuration), into one directory:
+// Command release builds the plugin's release files the way `packer init`
+// downloads them from a GitHub release (the layout the
+// packer-plugin-scaffolding GoReleaser configuration produces), into one
+// directory:
 //
 //	packer-plugin-hotpath_v<version>_x5.0_<os>_<arch>[.exe]   the binaries
 //	packer-plugin-hotpath_v<version>_x5.0_<os>_<arch>.zip     each zipped alone
 //	packer-plugin-hotpath_v<version>_SHA256SUMS              sha256 of the zips
-//	packer-plugin-hotpath_v<version>_manifest.json           protocol version
 //	hotpath-init_v<version>_linux_{amd64,arm64}, hotpath-init_v<version>_SHA256SUMS
 //
 // Uploaded as the assets of a GitHub release tagged v<version> in
-// github.com/hotpath-dev/packer-plugin-hotpath, `packer init` installs
-// the plugin from a required_plugins block with source
-// "github.com/hotpath-dev/hotpath"; a single binary installs with
-// `packer plugins install --path`. The API version (x5.0) is read from the
-// built plugin's describe answer, not assumed, and the version it reports
-// must be the one asked for. The init binary is for building the image
-// outside the hotpath tree (the builder's init_binary).
+// github.com/hotpath-dev/packer-plugin-hotpath (.github/workflows/release.yml
+// does it for a packer/v<version> tag of this repository), `packer init`
+// installs the plugin from a required_plugins block with source
+// "github.com/hotpath-dev/hotpath". Packer's GitHub getter
+// (packer/plugin-getter/github/getter.go) reads only the SHA256SUMS file and
+// the zip of the user's platform; no manifest.json is published, because
+// only the getter for HashiCorp's own releases site reads one
+// (packer/plugin-getter/release/getter.go, named without the v). A single
+// binary installs with `packer plugins install --path`. The API version
+// (x5.0) is read from the built plugin's describe answer, not assumed, and
+// the version it reports must be the one asked for. The init binary is for
+// building the image outside the hotpath tree (the builder's init_binary).
 //
 // Usage (in packer/): go run ./tools/release -version 0.1.0 [-out dist] [-targets linux/amd64,...]
 package main
@@ -33,6 +38,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -46,22 +52,81 @@ const (
 	versionPk = "github.com/hotpath-dev/hotpath/packer/version"
 )
 
-// DefaultTargets are the platforms released. hotpath-ami and
-// hotpath-rollout work on all of them; hotpath-image builds the appliance
-// on Linux only (kernel build, static Go binaries for linux/amd64 or
-// linux/arm64).
-var DefaultTargets = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}
+// The platforms of the packer-plugin-scaffolding's .goreleaser.yml: every
+// pair of these operating systems and architectures but the ignored ones,
+// of which GoReleaser builds those the Go toolchain supports (`go tool
+// dist list`: no solaris/386, no darwin/arm, no windows/arm since Go 1.25).
+// hotpath-ami and hotpath-rollout work on all of them; hotpath-image
+// builds the appliance on Linux only (kernel build), and says so elsewhere.
+var (
+	scaffoldingOSes   = []string{"netbsd", "solaris", "openbsd", "freebsd", "windows", "linux", "darwin"}
+	scaffoldingArches = []string{"amd64", "386", "arm", "arm64"}
+	scaffoldingIgnore = []string{"openbsd/arm64", "darwin/386"}
+)
 
-var semverRE = regexp.MustCompile(`^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
+// Targets returns the scaffolding's platforms that are in dist (the
+// lines of `go tool dist list`), sorted.
+func Targets(dist []string) []string {
+	var out []string
+	for _, goos := range scaffoldingOSes {
+		for _, goarch := range scaffoldingArches {
+			t := goos + "/" + goarch
+			if slices.Contains(dist, t) && !slices.Contains(scaffoldingIgnore, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// distList is `go tool dist list`: the platforms this Go can build.
+func distList() ([]string, error) {
+	b, err := exec.Command("go", "tool", "dist", "list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go tool dist list: %w", err)
+	}
+	return strings.Fields(string(b)), nil
+}
+
+// releaseVersionRE matches a version `packer init` installs from a GitHub
+// release: no prerelease (packer/plugin-getter/plugins.go: checkVersion
+// refuses one with a PrereleaseInstallError, and the binary must not
+// describe itself as one either), no build metadata (ListInstallations
+// ignores an installed binary whose name carries it) and no leading zeros
+// (the tag is "v" + goversion's canonical String(), GetOptions.Version; a
+// name that is not canonical is ignored by ListInstallations).
+var releaseVersionRE = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// checkVersion says why version cannot be released, or nil.
+func checkVersion(version string) error {
+	if releaseVersionRE.MatchString(version) {
+		return nil
+	}
+	why := "not major.minor.patch without leading zeros"
+	switch {
+	case strings.HasPrefix(version, "v"):
+		why = "give it without the v (the tag and file names add it)"
+	case strings.ContainsRune(version, '+'):
+		why = "build metadata: Packer ignores installed plugins whose version carries it"
+	case strings.ContainsRune(version, '-'):
+		why = "a prerelease: packer init refuses to install one"
+	}
+	return fmt.Errorf("-version %q cannot be released: %s; e.g. 0.1.0", version, why)
+}
 
 func main() {
-	version := flag.String("version", "", "release version, semver without v (e.g. 0.1.0)")
+	version := flag.String("version", "", "release version, major.minor.patch without v (e.g. 0.1.0); no prerelease")
 	out := flag.String("out", "dist", "output directory (must not exist)")
-	targets := flag.String("targets", strings.Join(DefaultTargets, ","), "comma-separated GOOS/GOARCH list")
+	targets := flag.String("targets", "", "comma-separated GOOS/GOARCH list; default: the platforms the packer-plugin-scaffolding releases")
 	module := flag.String("module", ".", "the plugin's module (packer/)")
 	initDir := flag.String("init", "..", "the hotpath module, whose ./init is released as hotpath-init")
 	flag.Parse()
-	if err := release(*version, *out, strings.Split(*targets, ","), *module, *initDir, os.Stderr); err != nil {
+	var list []string
+	if *targets != "" {
+		list = strings.Split(*targets, ",")
+	}
+	if err := release(*version, *out, list, *module, *initDir, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
@@ -73,9 +138,18 @@ type describe struct {
 	APIVersion string `json:"api_version"`
 }
 
+// release writes the release files of version for targets (nil: Targets
+// of this Go) into out, which must not exist.
 func release(version, out string, targets []string, module, initDir string, log io.Writer) error {
-	if !semverRE.MatchString(version) {
-		return fmt.Errorf("-version %q is not a semantic version like 0.1.0", version)
+	if err := checkVersion(version); err != nil {
+		return err
+	}
+	if targets == nil {
+		dist, err := distList()
+		if err != nil {
+			return err
+		}
+		targets = Targets(dist)
 	}
 	if _, err := os.Stat(out); err == nil {
 		return fmt.Errorf("%s exists; remove it first", out)
@@ -87,39 +161,52 @@ func release(version, out string, targets []string, module, initDir string, log 
 	if err != nil {
 		return err
 	}
-	pre, meta := "", ""
-	core := version
-	if i := strings.IndexByte(core, '-'); i >= 0 {
-		core, pre = version[:i], version[i+1:]
-	}
-	ldflags := fmt.Sprintf("-s -w -X %s.version=%s -X %s.versionPrerelease=%s -X %s.versionMetadata=%s",
-		versionPk, core, versionPk, pre, versionPk, meta)
-
-	// The host build first: its describe answer gives the API version
-	// every file name carries.
-	host := runtime.GOOS + "/" + runtime.GOARCH
-	probe := filepath.Join(out, ".probe")
-	if err := goBuild(host, ldflags, probe, pluginPkg, module); err != nil {
+	// An empty prerelease: the SDK's version then is the bare version
+	// (the package's default is "dev", which packer init refuses).
+	ldflags := fmt.Sprintf("-s -w -X %s.version=%s -X %s.versionPrerelease= -X %s.versionMetadata=",
+		versionPk, version, versionPk, versionPk)
+	api, err := probeAPI(version, ldflags, out, module)
+	if err != nil {
 		return err
+	}
+	if err := releasePlugins(version, api, ldflags, out, targets, module, log); err != nil {
+		return err
+	}
+	if initDir == "" {
+		return nil
+	}
+	return releaseInits(version, out, initDir, log)
+}
+
+// probeAPI builds the plugin for this machine and returns the API version
+// its describe answer reports (every file name carries it), after checking
+// that it reports version.
+func probeAPI(version, ldflags, out, module string) (string, error) {
+	probe := filepath.Join(out, ".probe")
+	if err := goBuild(runtime.GOOS+"/"+runtime.GOARCH, ldflags, probe, pluginPkg, module); err != nil {
+		return "", err
 	}
 	raw, err := exec.Command(probe, "describe").Output()
 	os.Remove(probe)
 	if err != nil {
-		return fmt.Errorf("%s describe: %w", plugin, err)
+		return "", fmt.Errorf("%s describe: %w", plugin, err)
 	}
 	var d describe
 	if err := json.Unmarshal(raw, &d); err != nil {
-		return fmt.Errorf("%s describe: %w", plugin, err)
+		return "", fmt.Errorf("%s describe: %w", plugin, err)
 	}
 	if d.Version != version || !strings.HasPrefix(d.APIVersion, "x") {
-		return fmt.Errorf("the built plugin describes itself as version %q, API %q; want %q", d.Version, d.APIVersion, version)
+		return "", fmt.Errorf("the built plugin describes itself as version %q, API %q; want %q", d.Version, d.APIVersion, version)
 	}
-	api := d.APIVersion
+	return d.APIVersion, nil
+}
 
+// releasePlugins builds, zips and checksums the plugin for each target.
+func releasePlugins(version, api, ldflags, out string, targets []string, module string, log io.Writer) error {
 	sums := map[string]string{}
 	for _, t := range targets {
 		goos, goarch, ok := strings.Cut(strings.TrimSpace(t), "/")
-		if !ok {
+		if !ok || goos == "" || goarch == "" {
 			return fmt.Errorf("target %q is not GOOS/GOARCH", t)
 		}
 		name := fmt.Sprintf("%s_v%s_%s_%s_%s", plugin, version, api, goos, goarch)
@@ -128,7 +215,7 @@ func release(version, out string, targets []string, module, initDir string, log 
 			bin += ".exe"
 		}
 		fmt.Fprintf(log, "release: %s\n", bin)
-		if err := goBuild(t, ldflags, filepath.Join(out, bin), pluginPkg, module); err != nil {
+		if err := goBuild(goos+"/"+goarch, ldflags, filepath.Join(out, bin), pluginPkg, module); err != nil {
 			return err
 		}
 		sum, err := zipOne(filepath.Join(out, name+".zip"), filepath.Join(out, bin))
@@ -137,37 +224,27 @@ func release(version, out string, targets []string, module, initDir string, log 
 		}
 		sums[name+".zip"] = sum
 	}
-	if err := writeSums(filepath.Join(out, fmt.Sprintf("%s_v%s_SHA256SUMS", plugin, version)), sums); err != nil {
-		return err
-	}
-	manifest := map[string]any{"version": "1", "metadata": map[string]string{"protocol_version": strings.TrimPrefix(api, "x")}}
-	b, _ := json.MarshalIndent(manifest, "", "  ")
-	if err := os.WriteFile(filepath.Join(out, fmt.Sprintf("%s_v%s_manifest.json", plugin, version)), append(b, '\n'), 0o644); err != nil {
-		return err
-	}
+	return writeSums(filepath.Join(out, fmt.Sprintf("%s_v%s_SHA256SUMS", plugin, version)), sums)
+}
 
-	// The init, for init_binary: static linux, for each architecture the
-	// builder's architecture setting takes.
-	if initDir != "" {
-		sums := map[string]string{}
-		for _, goarch := range image.Architectures { // one init per builder architecture
-			name := fmt.Sprintf("hotpath-init_v%s_linux_%s", version, goarch)
-			abs := filepath.Join(out, name)
-			fmt.Fprintf(log, "release: %s\n", name)
-			if err := goBuild("linux/"+goarch, "-s -w", abs, "./init", initDir); err != nil {
-				return err
-			}
-			sum, err := fileSHA256(abs)
-			if err != nil {
-				return err
-			}
-			sums[name] = sum
-		}
-		if err := writeSums(filepath.Join(out, fmt.Sprintf("hotpath-init_v%s_SHA256SUMS", version)), sums); err != nil {
+// releaseInits builds the init for init_binary: static linux, for each
+// architecture the builder's architecture setting takes.
+func releaseInits(version, out, initDir string, log io.Writer) error {
+	sums := map[string]string{}
+	for _, goarch := range image.Architectures {
+		name := fmt.Sprintf("hotpath-init_v%s_linux_%s", version, goarch)
+		abs := filepath.Join(out, name)
+		fmt.Fprintf(log, "release: %s\n", name)
+		if err := goBuild("linux/"+goarch, "-s -w", abs, "./init", initDir); err != nil {
 			return err
 		}
+		sum, err := fileSHA256(abs)
+		if err != nil {
+			return err
+		}
+		sums[name] = sum
 	}
-	return nil
+	return writeSums(filepath.Join(out, fmt.Sprintf("hotpath-init_v%s_SHA256SUMS", version)), sums)
 }
 
 func goBuild(target, ldflags, out, pkg, dir string) error {
