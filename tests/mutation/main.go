@@ -107,14 +107,16 @@ func run(ctx context.Context, o options) (ok bool, err error) {
 			err = r.Run(ctx, stage, t)
 			tr.Seconds = time.Since(start).Seconds()
 		}
-		if err == nil {
-			var pkgs []Package
-			pkgs, err = Load(filepath.Join(r.Raw, t.File()+".json"), stage, t, o.repo)
-			rep.Packages = append(rep.Packages, pkgs...)
-		}
 		if err != nil {
 			tr.Error = err.Error()
 		}
+		// A run that failed or was stopped may have decided some mutants:
+		// they are reported, marked partial.
+		pkgs, lerr := Load(filepath.Join(r.Raw, t.File()), stage, t, o.repo)
+		if lerr != nil && tr.Error == "" {
+			tr.Error = lerr.Error()
+		}
+		rep.Packages = append(rep.Packages, pkgs...)
 		rep.Targets = append(rep.Targets, tr)
 		if ctx.Err() != nil {
 			break

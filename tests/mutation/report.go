@@ -2,12 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -15,15 +19,19 @@ import (
 // gremlinsResult is the part of gremlins' --output file (its
 // internal/report/internal.OutputResult, v0.6.0) that the report reads.
 type gremlinsResult struct {
-	Files []struct {
-		FileName  string `json:"file_name"` // relative to the directory gremlins ran on
-		Mutations []struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-			Line   int    `json:"line"`
-			Column int    `json:"column"`
-		} `json:"mutations"`
-	} `json:"files"`
+	Files []gremlinsFile `json:"files"`
+}
+
+type gremlinsFile struct {
+	FileName  string             `json:"file_name"` // relative to the directory gremlins ran on
+	Mutations []gremlinsMutation `json:"mutations"`
+}
+
+type gremlinsMutation struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Line   int    `json:"line"`
+	Column int    `json:"column"`
 }
 
 // gremlins' statuses of a mutant.
@@ -67,6 +75,10 @@ type Package struct {
 	Target  string // the target it was mutated under, e.g. packer/postprocessor/...
 
 	Killed, TimedOut, Lived, NotCovered, NotViable int
+	// Partial is set when the figures come from gremlins' output of a run
+	// that did not finish (stopped, or still running): only the mutants
+	// decided so far.
+	Partial bool `json:",omitempty"`
 	// Duplicates counts the mutants gremlins tested twice (a binary `-` is
 	// both ARITHMETIC_BASE and INVERT_NEGATIVES, the same code); counted
 	// once above. Disagree counts those whose two runs disagreed: a flaky
@@ -114,16 +126,61 @@ type TargetRun struct {
 	Error   string `json:",omitempty"` // the run failed: no result for it
 }
 
-// Load reads gremlins' result for target t (run on the stage directory of
-// t.Dir) and reads each mutant's source line from the repository at repo.
-func Load(file string, s *Stage, t Target, repo string) ([]Package, error) {
+// logLine is a mutant's line in gremlins' output, written as soon as the
+// mutant is decided: "      LIVED CONDITIONALS_BOUNDARY at parse.go:71:16".
+var logLine = regexp.MustCompile(`^\s*(KILLED|LIVED|TIMED OUT|NOT COVERED|NOT VIABLE|SKIPPED) ([A-Z_]+) at (.+):(\d+):(\d+)$`)
+
+// readLog rebuilds gremlins' result from its output, for a run that was
+// stopped (or is still running) before gremlins wrote its result file.
+func readLog(file string) (gremlinsResult, error) {
+	var r gremlinsResult
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
-	var r gremlinsResult
+	index := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		m := logLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		i, ok := index[m[3]]
+		if !ok {
+			i = len(r.Files)
+			index[m[3]] = i
+			r.Files = append(r.Files, gremlinsFile{FileName: m[3]})
+		}
+		ln, _ := strconv.Atoi(m[4])
+		col, _ := strconv.Atoi(m[5])
+		r.Files[i].Mutations = append(r.Files[i].Mutations, gremlinsMutation{Type: m[2], Status: m[1], Line: ln, Column: col})
+	}
+	return r, nil
+}
+
+// readResult reads gremlins' result file for raw (the path without
+// extension); when there is none, it reads the log and partial is set.
+func readResult(raw string) (r gremlinsResult, partial bool, err error) {
+	b, err := os.ReadFile(raw + ".json")
+	if errors.Is(err, fs.ErrNotExist) {
+		r, err = readLog(raw + ".log")
+		return r, true, err
+	}
+	if err != nil {
+		return r, false, err
+	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return r, false, fmt.Errorf("%s.json: %w", raw, err)
+	}
+	return r, false, nil
+}
+
+// Load reads gremlins' result for target t (run on the stage directory of
+// t.Dir; raw is the result's path without .json) and each mutant's source
+// line from the repository at repo.
+func Load(raw string, s *Stage, t Target, repo string) ([]Package, error) {
+	r, partial, err := readResult(raw)
+	if err != nil {
+		return nil, err
 	}
 	src := sourceCache{repo: repo, lines: map[string][]string{}}
 	byPkg := map[string]*Package{}
@@ -132,7 +189,7 @@ func Load(file string, s *Stage, t Target, repo string) ([]Package, error) {
 		file := s.RepoPath(path.Join(s.StagePath(t.Dir), filepath.ToSlash(f.FileName)))
 		pkg := byPkg[path.Dir(file)]
 		if pkg == nil {
-			pkg = &Package{Package: path.Dir(file), Target: t.Name()}
+			pkg = &Package{Package: path.Dir(file), Target: t.Name(), Partial: partial}
 			byPkg[pkg.Package] = pkg
 		}
 		for _, mu := range f.Mutations {
@@ -278,7 +335,11 @@ func (r Report) Summary(w io.Writer, before *Report) {
 	fmt.Fprintln(w)
 	var all Package
 	for _, p := range r.Packages {
-		fmt.Fprintf(w, "%-30s %6d %6d %6d %6d %6d %6d %6.1f%% %6.1f%%", p.Package, p.Tested(), p.Killed, p.TimedOut, p.Lived, p.NotCovered, p.NotViable, p.Score(), p.CoveredScore())
+		name := p.Package
+		if p.Partial {
+			name += " (partial)"
+		}
+		fmt.Fprintf(w, "%-30s %6d %6d %6d %6d %6d %6d %6.1f%% %6.1f%%", name, p.Tested(), p.Killed, p.TimedOut, p.Lived, p.NotCovered, p.NotViable, p.Score(), p.CoveredScore())
 		if before != nil {
 			if b, ok := prev[p.Package]; ok {
 				fmt.Fprintf(w, " %6.1f%%", b.Score())
@@ -315,6 +376,9 @@ func (r Report) WriteText(w io.Writer, before *Report) {
 	}
 	for _, p := range r.Packages {
 		fmt.Fprintf(w, "\n== %s: %d lived, %d not covered", p.Package, p.Lived, p.NotCovered)
+		if p.Partial {
+			fmt.Fprint(w, " (partial: the run did not finish; only the mutants decided so far)")
+		}
 		if p.Duplicates > 0 {
 			fmt.Fprintf(w, " (%d duplicate mutants counted once, %d of them disagreeing)", p.Duplicates, p.Disagree)
 		}

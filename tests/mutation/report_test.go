@@ -96,8 +96,8 @@ func TestLoad(t *testing.T) {
 	repo := t.TempDir()
 	os.MkdirAll(filepath.Join(repo, "kernel-config"), 0o755)
 	os.WriteFile(filepath.Join(repo, "kernel-config", "x.go"), []byte(sourceLines), 0o644)
-	raw := filepath.Join(t.TempDir(), "kernel-config.json")
-	os.WriteFile(raw, []byte(gremlinsJSON), 0o644)
+	raw := filepath.Join(t.TempDir(), "kernel-config")
+	os.WriteFile(raw+".json", []byte(gremlinsJSON), 0o644)
 	s := &Stage{renames: []rename{{repo: "kernel-config", stage: "kernelconfig"}}}
 
 	pkgs, err := Load(raw, s, Target{Dir: "kernel-config"}, repo)
@@ -137,6 +137,44 @@ func TestLoad(t *testing.T) {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, b.String())
 		}
+	}
+}
+
+// A run stopped before gremlins wrote its result: the mutants decided so
+// far are read from its output, and the package is marked partial.
+func TestLoadPartial(t *testing.T) {
+	repo := t.TempDir()
+	os.MkdirAll(filepath.Join(repo, "server", "http1"), 0o755)
+	os.WriteFile(filepath.Join(repo, "server", "http1", "x.go"), []byte(sourceLines), 0o644)
+	raw := filepath.Join(t.TempDir(), "server_http1")
+	os.WriteFile(raw+".log", []byte(`Starting...
+Gathering coverage... done in 5.077869006s
+       LIVED CONDITIONALS_BOUNDARY at x.go:4:7
+      KILLED CONDITIONALS_NEGATION at x.go:4:7
+ NOT COVERED ARITHMETIC_BASE at x.go:7:9
+   TIMED OUT INVERT_NEGATIVES at x.go:5:12
+`), 0o644)
+	pkgs, err := Load(raw, &Stage{}, Target{Dir: "server/http1"}, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) != 1 {
+		t.Fatalf("%d packages, want 1", len(pkgs))
+	}
+	p := pkgs[0]
+	if !p.Partial || p.Killed != 1 || p.Lived != 1 || p.NotCovered != 1 || p.TimedOut != 1 || len(p.Survivors) != 2 {
+		t.Errorf("partial package = %+v", p)
+	}
+	if s := p.Survivors[0]; s.File != "server/http1/x.go" || s.Line != 4 || s.To != "<=" {
+		t.Errorf("first survivor = %+v", s)
+	}
+	var b bytes.Buffer
+	Report{Packages: pkgs}.Summary(&b, nil)
+	if !strings.Contains(b.String(), "server/http1 (partial)") {
+		t.Errorf("summary does not say partial:\n%s", b.String())
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "none"), &Stage{}, Target{Dir: "x"}, repo); err == nil {
+		t.Error("Load of a target with neither result nor log succeeded")
 	}
 }
 
