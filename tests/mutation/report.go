@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -75,6 +78,12 @@ type Package struct {
 	Target  string // the target it was mutated under, e.g. packer/postprocessor/...
 
 	Killed, TimedOut, Lived, NotCovered, NotViable int
+	// Untested counts NOT COVERED mutants where Go's coverage profile,
+	// which gremlins decides coverage by, has no block at all: the
+	// expressions of switch cases and package-level initialisers. A test
+	// may well run them; gremlins never tried. They are listed with the
+	// survivors (Note says why) but left out of the score either way.
+	Untested int
 	// Partial is set when the figures come from gremlins' output of a run
 	// that did not finish (stopped, or still running): only the mutants
 	// decided so far.
@@ -88,7 +97,8 @@ type Package struct {
 	Survivors []Mutant
 }
 
-// Tested is the number of mutants that compiled.
+// Tested is the number of mutants that compiled, but those gremlins left
+// untested for want of a coverage block (Untested).
 func (p Package) Tested() int { return p.Killed + p.TimedOut + p.Lived + p.NotCovered }
 
 // Score is the percentage of the mutants that compiled which a test
@@ -182,7 +192,7 @@ func Load(raw string, s *Stage, t Target, repo string) ([]Package, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := sourceCache{repo: repo, lines: map[string][]string{}}
+	src := sourceCache{repo: repo, lines: map[string][]string{}, files: map[string]*parsedFile{}}
 	byPkg := map[string]*Package{}
 	seen := map[string]*Mutant{}
 	for _, f := range r.Files {
@@ -197,6 +207,11 @@ func Load(raw string, s *Stage, t Target, repo string) ([]Package, error) {
 			line := src.line(file, mu.Line)
 			m.Source = strings.TrimSpace(line)
 			m.From, m.To, m.Note = describe(line, mu.Column, mu.Type)
+			if m.Status == statusNotCovered {
+				if why := src.noBlock(file, mu.Line, mu.Column); why != "" {
+					m.Note = why
+				}
+			}
 			key := fmt.Sprintf("%s:%d:%d %s", m.File, m.Line, m.Column, m.To)
 			if prev := seen[key]; prev != nil && m.To != "" {
 				pkg.Duplicates++
@@ -237,7 +252,11 @@ func (p *Package) add(m Mutant) {
 		p.Lived++
 		p.Survivors = append(p.Survivors, m)
 	case statusNotCovered:
-		p.NotCovered++
+		if strings.HasPrefix(m.Note, noBlockNote) {
+			p.Untested++
+		} else {
+			p.NotCovered++
+		}
 		p.Survivors = append(p.Survivors, m)
 	case statusNotViable:
 		p.NotViable++
@@ -248,6 +267,62 @@ func (p *Package) add(m Mutant) {
 type sourceCache struct {
 	repo  string
 	lines map[string][]string
+	files map[string]*parsedFile
+}
+
+type parsedFile struct {
+	fset *token.FileSet
+	f    *ast.File
+}
+
+// noBlockNote starts the Note of a mutant gremlins left untested because
+// Go's coverage profile has no block where it is.
+const noBlockNote = "untested by gremlins: "
+
+// noBlock says why the mutant at line:col of file lies outside every block
+// of Go's coverage profile (cmd/cover ends a block before a switch and
+// starts the next at the first case body, so case expressions belong to
+// none; package-level declarations are outside functions), or "".
+func (c sourceCache) noBlock(file string, line, col int) string {
+	pf, ok := c.files[file]
+	if !ok {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, filepath.Join(c.repo, filepath.FromSlash(file)), nil, parser.SkipObjectResolution)
+		if err != nil {
+			f = nil
+		}
+		pf = &parsedFile{fset: fset, f: f}
+		c.files[file] = pf
+	}
+	if pf.f == nil {
+		return ""
+	}
+	tf := pf.fset.File(pf.f.Pos())
+	if line < 1 || line > tf.LineCount() {
+		return ""
+	}
+	pos := tf.LineStart(line) + token.Pos(col-1)
+	in := func(n ast.Node) bool { return n != nil && n.Pos() <= pos && pos < n.End() }
+	why := ""
+	for _, d := range pf.f.Decls {
+		if gd, ok := d.(*ast.GenDecl); ok && in(gd) {
+			return noBlockNote + "a package-level declaration has no coverage block"
+		}
+	}
+	ast.Inspect(pf.f, func(n ast.Node) bool {
+		if why != "" || n == nil || !in(n) {
+			return why == ""
+		}
+		if cc, ok := n.(*ast.CaseClause); ok {
+			for _, e := range cc.List {
+				if in(e) {
+					why = noBlockNote + "a switch case expression has no coverage block (a test may run it)"
+				}
+			}
+		}
+		return why == ""
+	})
+	return why
 }
 
 func (c sourceCache) line(file string, n int) string {
@@ -328,7 +403,7 @@ func (r Report) Summary(w io.Writer, before *Report) {
 			prev[p.Package] = p
 		}
 	}
-	fmt.Fprintf(w, "%-30s %6s %6s %6s %6s %6s %6s %7s %7s", "package", "tested", "killed", "t/out", "lived", "uncov", "n/v", "score", "covered")
+	fmt.Fprintf(w, "%-30s %6s %6s %6s %6s %6s %6s %6s %7s %7s", "package", "tested", "killed", "t/out", "lived", "uncov", "nobloc", "n/v", "score", "covered")
 	if before != nil {
 		fmt.Fprintf(w, " %7s", "before")
 	}
@@ -339,7 +414,7 @@ func (r Report) Summary(w io.Writer, before *Report) {
 		if p.Partial {
 			name += " (partial)"
 		}
-		fmt.Fprintf(w, "%-30s %6d %6d %6d %6d %6d %6d %6.1f%% %6.1f%%", name, p.Tested(), p.Killed, p.TimedOut, p.Lived, p.NotCovered, p.NotViable, p.Score(), p.CoveredScore())
+		fmt.Fprintf(w, "%-30s %6d %6d %6d %6d %6d %6d %6d %6.1f%% %6.1f%%", name, p.Tested(), p.Killed, p.TimedOut, p.Lived, p.NotCovered, p.Untested, p.NotViable, p.Score(), p.CoveredScore())
 		if before != nil {
 			if b, ok := prev[p.Package]; ok {
 				fmt.Fprintf(w, " %6.1f%%", b.Score())
@@ -353,8 +428,9 @@ func (r Report) Summary(w io.Writer, before *Report) {
 		all.Lived += p.Lived
 		all.NotCovered += p.NotCovered
 		all.NotViable += p.NotViable
+		all.Untested += p.Untested
 	}
-	fmt.Fprintf(w, "%-30s %6d %6d %6d %6d %6d %6d %6.1f%% %6.1f%%\n", "all", all.Tested(), all.Killed, all.TimedOut, all.Lived, all.NotCovered, all.NotViable, all.Score(), all.CoveredScore())
+	fmt.Fprintf(w, "%-30s %6d %6d %6d %6d %6d %6d %6d %6.1f%% %6.1f%%\n", "all", all.Tested(), all.Killed, all.TimedOut, all.Lived, all.NotCovered, all.Untested, all.NotViable, all.Score(), all.CoveredScore())
 	for _, t := range r.Targets {
 		if t.Error != "" {
 			fmt.Fprintf(w, "FAILED %s: %s\n", t.Target, t.Error)
@@ -366,7 +442,8 @@ func (r Report) Summary(w io.Writer, before *Report) {
 // package and file.
 func (r Report) WriteText(w io.Writer, before *Report) {
 	fmt.Fprintf(w, "mutation report, %s, started %s\n", r.Gremlins, r.Started.Format(time.RFC3339))
-	fmt.Fprintln(w, "score = detected (killed or timed out) / mutants that compiled; covered = the same over mutants on lines a test runs")
+	fmt.Fprintln(w, "score = detected (killed or timed out) / mutants that compiled; covered = the same over mutants on lines a test runs;")
+	fmt.Fprintln(w, "nobloc = NOT COVERED only because Go's coverage profile has no block there (switch cases, package-level): untested, outside the score")
 	fmt.Fprintln(w)
 	r.Summary(w, before)
 	for _, t := range r.Targets {

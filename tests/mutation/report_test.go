@@ -130,12 +130,50 @@ func TestLoad(t *testing.T) {
 	var b bytes.Buffer
 	Report{Gremlins: "g v0", Packages: pkgs}.WriteText(&b, &Report{Packages: []Package{{Package: "kernel-config", Killed: 1, Lived: 3}}})
 	for _, s := range []string{
-		"kernel-config                       5      2      1      1      1      1   60.0%   75.0%   25.0%",
+		"kernel-config                       5      2      1      1      1      0      1   60.0%   75.0%   25.0%",
 		"LIVED       x.go:4:7 CONDITIONALS_BOUNDARY `<` -> `<=`   | if a < b {",
 		"-- kernel-config/x.go",
 	} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("report lacks %q:\n%s", s, b.String())
+		}
+	}
+}
+
+// NOT COVERED in a switch case or a package-level initialiser means Go's
+// coverage profile has no block there, not that no test runs it.
+func TestNoBlock(t *testing.T) {
+	repo := t.TempDir()
+	os.WriteFile(filepath.Join(repo, "u.go"), []byte(`package u
+
+var limit = 1 << 4
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	}
+	if c > 'z' {
+		return -1
+	}
+	return -2
+}
+`), 0o644)
+	c := sourceCache{repo: repo, lines: map[string][]string{}, files: map[string]*parsedFile{}}
+	for _, tc := range []struct {
+		line, col int
+		want      string
+	}{
+		{3, 15, "package-level"},
+		{7, 11, "switch case"},
+		{7, 16, "switch case"},
+		{8, 16, ""}, // the case body has a block
+		{10, 7, ""},
+		{12, 10, ""},
+	} {
+		got := c.noBlock("u.go", tc.line, tc.col)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("noBlock(%d:%d) = %q, want %q", tc.line, tc.col, got, tc.want)
 		}
 	}
 }
