@@ -252,13 +252,13 @@ func loadConfig(con *console.Console, confPath, cmdlinePath string) (config.Conf
 	}
 	if err := cfg.Validate(); err != nil {
 		con.Logf("%v", err)
-		if cfg.NetMode == config.NetStatic && !cfg.NetAddress.IsValid() {
-			cfg.NetMode = config.NetDHCP
+		if cfg.Net.Mode == config.NetStatic && !cfg.Net.Address.IsValid() {
+			cfg.Net.Mode = config.NetDHCP
 			con.Logf("falling back to net.mode=dhcp")
 		}
-		if cfg.BackoffMin <= 0 || cfg.BackoffMax < cfg.BackoffMin {
+		if cfg.Supervise.BackoffMin <= 0 || cfg.Supervise.BackoffMax < cfg.Supervise.BackoffMin {
 			d := config.Default()
-			cfg.BackoffMin, cfg.BackoffMax = d.BackoffMin, d.BackoffMax
+			cfg.Supervise.BackoffMin, cfg.Supervise.BackoffMax = d.Supervise.BackoffMin, d.Supervise.BackoffMax
 		}
 	}
 	return cfg, unknown, config.Sources(file, string(cmdline))

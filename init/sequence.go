@@ -217,7 +217,7 @@ func intersect(want, have []int) (kept, dropped []int) {
 func nicDiscoverSteps(m *machine) []boot.Step {
 	var openErr error
 	return []boot.Step{{Name: "nic-discover", Apply: func(_ context.Context, d boot.Detail) error {
-		l, err := nic.Discover(m.sysRoot, m.cfg.NetInterface)
+		l, err := nic.Discover(m.sysRoot, m.cfg.Net.Interface)
 		if err != nil {
 			return boot.Skip("%v", err)
 		}
@@ -270,16 +270,16 @@ func nicTuneSteps(m *machine) []boot.Step {
 // after boot if it fails here), a static address, or nothing.
 func networkSteps(m *machine) []boot.Step {
 	switch {
-	case m.cfg.NetMode == config.NetOff:
+	case m.cfg.Net.Mode == config.NetOff:
 		return []boot.Step{skipStep("net", "net.mode=off")}
 	case m.link == nil:
 		return []boot.Step{skipStep("net", "no primary network interface")}
-	case m.cfg.NetMode == config.NetStatic:
+	case m.cfg.Net.Mode == config.NetStatic:
 		return []boot.Step{netconf.StaticStep(m.link.Name,
-			netconf.Lease{Addr: m.cfg.NetAddress, Gateway: m.cfg.NetGateway, MTU: m.cfg.NetMTU}, m.procRoot)}
+			netconf.Lease{Addr: m.cfg.Net.Address, Gateway: m.cfg.Net.Gateway, MTU: m.cfg.Net.MTU}, m.procRoot)}
 	}
 	m.dhcp = &netconf.DHCPOptions{
-		Interface: m.link.Name, Timeout: m.cfg.DHCPTimeout, Retries: m.cfg.DHCPRetries, MTU: m.cfg.NetMTU,
+		Interface: m.link.Name, Timeout: m.cfg.Net.DHCPTimeout, Retries: m.cfg.Net.DHCPRetries, MTU: m.cfg.Net.MTU,
 		ResolvConf: "/etc/resolv.conf", ProcRoot: m.procRoot,
 		Log: log.New(m.con, "dhclient: ", 0),
 	}

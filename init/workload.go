@@ -34,9 +34,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 	stdout, stderr := m.obs.workloadOutput(con)
 	sup := supervise.New(supervise.Config{
 		Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, Env: env, Port: cfg.WorkloadPort,
-		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
-		CrashLoopExits: cfg.CrashLoopExits, CrashLoopWindow: cfg.CrashLoopWindow,
-		Grace: cfg.ShutdownGrace, ReadyTimeout: cfg.ReadyTimeout, Liveness: livenessOf(cfg),
+		Policy: cfg.Supervise, ReadyTimeout: cfg.ReadyTimeout, Liveness: livenessOf(cfg),
 		Privileges: m.inst.supervisePrivileges(),
 		Stdout:     stdout, Stderr: stderr,
 		Millis: bootMillis,
@@ -62,12 +60,13 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 // livenessOf is the supervisor's liveness probe for liveness.probe: nil
 // (off), a TCP connect, or an HTTP GET of a path.
 func livenessOf(cfg config.Config) *supervise.Liveness {
-	if cfg.LivenessProbe == "off" {
+	l := cfg.Liveness
+	if l.Probe == "off" {
 		return nil
 	}
-	live := &supervise.Liveness{Interval: cfg.LivenessInterval, Timeout: cfg.LivenessTimeout, Failures: cfg.LivenessFailures}
-	if cfg.LivenessProbe != "tcp" {
-		live.Path = cfg.LivenessProbe
+	live := &supervise.Liveness{Interval: l.Interval, Timeout: l.Timeout, Failures: l.Failures}
+	if l.Probe != "tcp" {
+		live.Path = l.Probe
 	}
 	return live
 }
@@ -154,8 +153,8 @@ func afterBoot(m *machine) {
 		o := *m.dhcp
 		go func() {
 			defer recoverLog(m.con, "dhcp retry")
-			m.con.Logf("no DHCP lease at boot: retrying in the background (back-off up to %v)", m.cfg.DHCPBackoffMax)
-			netconf.KeepTrying(m.ctx, o, time.Second, m.cfg.DHCPBackoffMax, func(l netconf.Lease, attempts int) {
+			m.con.Logf("no DHCP lease at boot: retrying in the background (back-off up to %v)", m.cfg.Net.DHCPBackoffMax)
+			netconf.KeepTrying(m.ctx, o, time.Second, m.cfg.Net.DHCPBackoffMax, func(l netconf.Lease, attempts int) {
 				m.con.Line(report.EventPrefix, report.Event{Kind: report.EventNetBound, Millis: bootMillis(),
 					Detail: fmt.Sprintf("%s after %d background attempts", netconf.Describe(l), attempts)})
 				reapply("lease")

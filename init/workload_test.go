@@ -19,7 +19,7 @@ func TestLivenessOf(t *testing.T) {
 		{"/healthz", &supervise.Liveness{Path: "/healthz", Interval: 10 * time.Second, Timeout: 2 * time.Second, Failures: 3}},
 	} {
 		cfg := config.Default()
-		cfg.LivenessProbe = c.probe
+		cfg.Liveness.Probe = c.probe
 		got := livenessOf(cfg)
 		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
 			t.Errorf("%s: %+v, want %+v", c.probe, got, c.want)

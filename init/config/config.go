@@ -36,20 +36,10 @@ type Config struct {
 	ReadyTimeout time.Duration
 	Instance     // imds, time.ntp, workload.user/group/caps (instance.go)
 
-	LivenessProbe    string // off, tcp, or an HTTP path
-	LivenessInterval time.Duration
-	LivenessTimeout  time.Duration
-	LivenessFailures int
+	Liveness Liveness // liveness.* (supervise.go)
 
-	NetMode        NetMode
-	NetInterface   string
-	NetAddress     netip.Prefix
-	NetGateway     netip.Addr
-	NetMTU         int
-	DHCPTimeout    time.Duration
-	DHCPRetries    int
-	DHCPBackoffMax time.Duration
-	NIC            NIC // nic.* (nic.go)
+	Net Net // net.*
+	NIC NIC // nic.* (nic.go)
 
 	BusyPoll int
 	BusyRead int
@@ -57,11 +47,7 @@ type Config struct {
 	// busy_read, keyed by dotted name.
 	Sysctls map[string]string
 
-	BackoffMin      time.Duration
-	BackoffMax      time.Duration
-	CrashLoopExits  int
-	CrashLoopWindow time.Duration
-	ShutdownGrace   time.Duration
+	Supervise Supervise // supervise.*, shutdown.grace (supervise.go)
 
 	MgmtPort  int    // 0: no management endpoint
 	MgmtAddr  string // "" = all addresses
@@ -136,18 +122,31 @@ var workloadKeys = []Key{
 			if v != "off" && v != "tcp" && (!strings.HasPrefix(v, "/") || strings.ContainsAny(v, " \t\r\n")) {
 				return fmt.Errorf("want off, tcp or an absolute HTTP path")
 			}
-			c.LivenessProbe = v
+			c.Liveness.Probe = v
 			return nil
-		}, func(c *Config) string { return c.LivenessProbe }},
+		}, func(c *Config) string { return c.Liveness.Probe }},
 	{"liveness.interval", "10s", "time between liveness probes",
-		durSetter(func(c *Config) *time.Duration { return &c.LivenessInterval }),
-		func(c *Config) string { return c.LivenessInterval.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Liveness.Interval }),
+		func(c *Config) string { return c.Liveness.Interval.String() }},
 	{"liveness.timeout", "2s", "timeout of one liveness probe",
-		durSetter(func(c *Config) *time.Duration { return &c.LivenessTimeout }),
-		func(c *Config) string { return c.LivenessTimeout.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Liveness.Timeout }),
+		func(c *Config) string { return c.Liveness.Timeout.String() }},
 	{"liveness.failures", "3", "consecutive failed probes that make the init kill and restart the workload",
-		intSetter(func(c *Config) *int { return &c.LivenessFailures }, 1, 1000),
-		func(c *Config) string { return strconv.Itoa(c.LivenessFailures) }},
+		intSetter(func(c *Config) *int { return &c.Liveness.Failures }, 1, 1000),
+		func(c *Config) string { return strconv.Itoa(c.Liveness.Failures) }},
+}
+
+// Net is the primary interface's addressing (the net.* keys), as the
+// network steps use it.
+type Net struct {
+	Mode           NetMode       // net.mode
+	Interface      string        // net.interface: "" picks the first NIC
+	Address        netip.Prefix  // net.address (static)
+	Gateway        netip.Addr    // net.gateway (static)
+	MTU            int           // net.mtu: 0 keeps the driver's or the lease's
+	DHCPTimeout    time.Duration // net.dhcp_timeout: per attempt
+	DHCPRetries    int           // net.dhcp_retries
+	DHCPBackoffMax time.Duration // net.dhcp_backoff_max: background attempts back off up to it
 }
 
 // NetMode is net.mode: how the primary interface gets its address.
@@ -163,64 +162,64 @@ const (
 // netKeys configure the address (package netconf).
 var netKeys = []Key{
 	{"net.mode", "dhcp", "dhcp, static or off",
-		enum(func(c *Config) *NetMode { return &c.NetMode }, NetDHCP, NetStatic, NetOff),
-		func(c *Config) string { return string(c.NetMode) }},
+		enum(func(c *Config) *NetMode { return &c.Net.Mode }, NetDHCP, NetStatic, NetOff),
+		func(c *Config) string { return string(c.Net.Mode) }},
 	{"net.interface", "", "primary interface; empty = first non-loopback Ethernet device",
 		func(c *Config, v string) error {
 			if len(v) > 15 || strings.ContainsAny(v, "/ ") {
 				return fmt.Errorf("not an interface name")
 			}
-			c.NetInterface = v
+			c.Net.Interface = v
 			return nil
-		}, func(c *Config) string { return c.NetInterface }},
+		}, func(c *Config) string { return c.Net.Interface }},
 	{"net.address", "", "static mode: address in CIDR form, e.g. 10.0.0.2/24",
 		func(c *Config, v string) error {
 			if v == "" {
-				c.NetAddress = netip.Prefix{}
+				c.Net.Address = netip.Prefix{}
 				return nil
 			}
 			p, err := netip.ParsePrefix(v)
 			if err != nil || !p.Addr().Is4() {
 				return fmt.Errorf("not an IPv4 CIDR address")
 			}
-			c.NetAddress = p
+			c.Net.Address = p
 			return nil
 		}, func(c *Config) string {
-			if !c.NetAddress.IsValid() {
+			if !c.Net.Address.IsValid() {
 				return ""
 			}
-			return c.NetAddress.String()
+			return c.Net.Address.String()
 		}},
 	{"net.gateway", "", "static mode: default gateway (optional)",
 		func(c *Config, v string) error {
 			if v == "" {
-				c.NetGateway = netip.Addr{}
+				c.Net.Gateway = netip.Addr{}
 				return nil
 			}
 			a, err := netip.ParseAddr(v)
 			if err != nil || !a.Is4() {
 				return fmt.Errorf("not an IPv4 address")
 			}
-			c.NetGateway = a
+			c.Net.Gateway = a
 			return nil
 		}, func(c *Config) string {
-			if !c.NetGateway.IsValid() {
+			if !c.Net.Gateway.IsValid() {
 				return ""
 			}
-			return c.NetGateway.String()
+			return c.Net.Gateway.String()
 		}},
 	{"net.mtu", "0", "MTU to set; 0 = from the DHCP lease (option 26) or unchanged",
-		intSetter(func(c *Config) *int { return &c.NetMTU }, 0, 65535),
-		func(c *Config) string { return strconv.Itoa(c.NetMTU) }},
+		intSetter(func(c *Config) *int { return &c.Net.MTU }, 0, 65535),
+		func(c *Config) string { return strconv.Itoa(c.Net.MTU) }},
 	{"net.dhcp_timeout", "5s", "timeout of one DHCP exchange attempt",
-		durSetter(func(c *Config) *time.Duration { return &c.DHCPTimeout }),
-		func(c *Config) string { return c.DHCPTimeout.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Net.DHCPTimeout }),
+		func(c *Config) string { return c.Net.DHCPTimeout.String() }},
 	{"net.dhcp_retries", "5", "DHCP attempts before the step fails (then retried in the background)",
-		intSetter(func(c *Config) *int { return &c.DHCPRetries }, 1, 1000),
-		func(c *Config) string { return strconv.Itoa(c.DHCPRetries) }},
+		intSetter(func(c *Config) *int { return &c.Net.DHCPRetries }, 1, 1000),
+		func(c *Config) string { return strconv.Itoa(c.Net.DHCPRetries) }},
 	{"net.dhcp_backoff_max", "1m0s", "cap of the back-off between background DHCP attempts after boot",
-		durSetter(func(c *Config) *time.Duration { return &c.DHCPBackoffMax }),
-		func(c *Config) string { return c.DHCPBackoffMax.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Net.DHCPBackoffMax }),
+		func(c *Config) string { return c.Net.DHCPBackoffMax.String() }},
 }
 
 // systemKeys configure the sysctls, the supervisor, shutdown and the
@@ -233,20 +232,20 @@ var systemKeys = []Key{
 		intSetter(func(c *Config) *int { return &c.BusyRead }, 0, 1000000),
 		func(c *Config) string { return strconv.Itoa(c.BusyRead) }},
 	{"supervise.backoff_min", "100ms", "first restart delay; doubles per consecutive exit",
-		durSetter(func(c *Config) *time.Duration { return &c.BackoffMin }),
-		func(c *Config) string { return c.BackoffMin.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Supervise.BackoffMin }),
+		func(c *Config) string { return c.Supervise.BackoffMin.String() }},
 	{"supervise.backoff_max", "30s", "restart delay cap",
-		durSetter(func(c *Config) *time.Duration { return &c.BackoffMax }),
-		func(c *Config) string { return c.BackoffMax.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Supervise.BackoffMax }),
+		func(c *Config) string { return c.Supervise.BackoffMax.String() }},
 	{"supervise.crashloop_exits", "5", "exits within the window that make a crash loop",
-		intSetter(func(c *Config) *int { return &c.CrashLoopExits }, 1, 1000000),
-		func(c *Config) string { return strconv.Itoa(c.CrashLoopExits) }},
+		intSetter(func(c *Config) *int { return &c.Supervise.CrashLoopExits }, 1, 1000000),
+		func(c *Config) string { return strconv.Itoa(c.Supervise.CrashLoopExits) }},
 	{"supervise.crashloop_window", "1m0s", "crash-loop window; a run longer than this resets the back-off",
-		durSetter(func(c *Config) *time.Duration { return &c.CrashLoopWindow }),
-		func(c *Config) string { return c.CrashLoopWindow.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Supervise.CrashLoopWindow }),
+		func(c *Config) string { return c.Supervise.CrashLoopWindow.String() }},
 	{"shutdown.grace", "10s", "time between SIGTERM and SIGKILL at shutdown",
-		durSetter(func(c *Config) *time.Duration { return &c.ShutdownGrace }),
-		func(c *Config) string { return c.ShutdownGrace.String() }},
+		durSetter(func(c *Config) *time.Duration { return &c.Supervise.Grace }),
+		func(c *Config) string { return c.Supervise.Grace.String() }},
 	{"mgmt.port", "9100", "management endpoint (/metrics /healthz /report); 0 = off",
 		intSetter(func(c *Config) *int { return &c.MgmtPort }, 0, 65535),
 		func(c *Config) string { return strconv.Itoa(c.MgmtPort) }},
@@ -543,19 +542,19 @@ func onOff(b bool) string {
 // Validate checks relations between keys that no single key can check.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.NetMode == NetStatic && !c.NetAddress.IsValid() {
+	if c.Net.Mode == NetStatic && !c.Net.Address.IsValid() {
 		errs = append(errs, fmt.Errorf("config: net.mode=static needs net.address"))
 	}
-	if c.BackoffMax < c.BackoffMin {
-		errs = append(errs, fmt.Errorf("config: supervise.backoff_max %v < backoff_min %v", c.BackoffMax, c.BackoffMin))
+	if c.Supervise.BackoffMax < c.Supervise.BackoffMin {
+		errs = append(errs, fmt.Errorf("config: supervise.backoff_max %v < backoff_min %v", c.Supervise.BackoffMax, c.Supervise.BackoffMin))
 	}
-	if c.LivenessProbe != "off" && (c.LivenessInterval <= 0 || c.LivenessTimeout <= 0) {
+	if c.Liveness.Probe != "off" && (c.Liveness.Interval <= 0 || c.Liveness.Timeout <= 0) {
 		errs = append(errs, fmt.Errorf("config: liveness.probe needs a positive liveness.interval and liveness.timeout"))
 	}
-	if c.DHCPBackoffMax <= 0 {
+	if c.Net.DHCPBackoffMax <= 0 {
 		errs = append(errs, fmt.Errorf("config: net.dhcp_backoff_max must be positive"))
 	}
-	if c.BackoffMin <= 0 {
+	if c.Supervise.BackoffMin <= 0 {
 		errs = append(errs, fmt.Errorf("config: supervise.backoff_min must be positive"))
 	}
 	if c.NIC.DeferHardIRQs > 0 && c.NIC.GROFlushTimeout <= 0 {

@@ -12,8 +12,8 @@ import (
 func TestDefault(t *testing.T) {
 	c := Default()
 	if c.WorkloadPath != "/workload" || c.WorkloadPort != 8080 || c.WorkloadCPUs != "all" ||
-		c.NetMode != "dhcp" || c.NIC.GRO || c.BusyPoll != 50 || c.BusyRead != 50 ||
-		c.ShutdownGrace != 10*time.Second || c.NIC.Coalesce != "adaptive" || c.NIC.Qdisc != "mq" {
+		c.Net.Mode != "dhcp" || c.NIC.GRO || c.BusyPoll != 50 || c.BusyRead != 50 ||
+		c.Supervise.Grace != 10*time.Second || c.NIC.Coalesce != "adaptive" || c.NIC.Qdisc != "mq" {
 		t.Errorf("Default() = %+v", c)
 	}
 	if err := c.Validate(); err != nil {
@@ -85,10 +85,10 @@ shutdown.grace=3s
 			check: func(t *testing.T, c Config) {
 				if c.WorkloadPath != "/bin/server" || !slices.Equal(c.WorkloadArgs, []string{"-v", "-x"}) ||
 					!slices.Equal(c.WorkloadEnv, []string{"A=1", "B=two"}) || c.WorkloadPort != 9000 ||
-					c.WorkloadCPUs != "2,0-1" || c.NetMode != "static" || c.NetAddress.String() != "10.0.0.2/24" ||
-					c.NetGateway.String() != "10.0.0.1" || !c.NIC.GRO || c.NIC.Coalesce != "static" ||
+					c.WorkloadCPUs != "2,0-1" || c.Net.Mode != "static" || c.Net.Address.String() != "10.0.0.2/24" ||
+					c.Net.Gateway.String() != "10.0.0.1" || !c.NIC.GRO || c.NIC.Coalesce != "static" ||
 					c.NIC.RxUsecs != 0 || c.BusyPoll != 0 || c.Sysctls["net.core.somaxconn"] != "1024" ||
-					c.ShutdownGrace != 3*time.Second {
+					c.Supervise.Grace != 3*time.Second {
 					t.Errorf("got %+v", c)
 				}
 			},
@@ -151,7 +151,7 @@ func TestCmdline(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "workload.port") {
 		t.Errorf("bad port not reported: %v", err)
 	}
-	if c.NetMode != "static" || c.NetAddress.String() != "192.168.7.2/24" ||
+	if c.Net.Mode != "static" || c.Net.Address.String() != "192.168.7.2/24" ||
 		!slices.Equal(c.WorkloadArgs, []string{"-a", "-b"}) || c.WorkloadPort != 9000 ||
 		c.Sysctls["net.ipv4.tcp_fastopen"] != "3" {
 		t.Errorf("overrides not applied: %+v", c)
@@ -175,12 +175,12 @@ func TestSplitCmdline(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	c := Default()
-	c.NetMode = "static"
+	c.Net.Mode = "static"
 	if err := c.Validate(); err == nil {
 		t.Error("static without address accepted")
 	}
 	c = Default()
-	c.BackoffMax = time.Millisecond
+	c.Supervise.BackoffMax = time.Millisecond
 	if err := c.Validate(); err == nil {
 		t.Error("backoff_max < backoff_min accepted")
 	}
@@ -192,8 +192,8 @@ func TestValidate(t *testing.T) {
 
 func TestIssue11Keys(t *testing.T) {
 	d := Default()
-	if d.NIC.Spread != "rps" || d.LivenessProbe != "off" || d.LivenessFailures != 3 || d.DHCPBackoffMax != time.Minute {
-		t.Errorf("defaults: spread %s liveness %s/%d dhcp back-off %v", d.NIC.Spread, d.LivenessProbe, d.LivenessFailures, d.DHCPBackoffMax)
+	if d.NIC.Spread != "rps" || d.Liveness.Probe != "off" || d.Liveness.Failures != 3 || d.Net.DHCPBackoffMax != time.Minute {
+		t.Errorf("defaults: spread %s liveness %s/%d dhcp back-off %v", d.NIC.Spread, d.Liveness.Probe, d.Liveness.Failures, d.Net.DHCPBackoffMax)
 	}
 	for _, tc := range []struct {
 		key, value string

@@ -39,7 +39,7 @@ func TestApplyUserData(t *testing.T) {
 			name: "refused keys, the rest applies", data: []byte("net.mode=static\nnic.gro=on\nimds=off\nworkload.port=9090\n"),
 			status: report.UserDataApplied, applied: []string{"workload.port"}, refused: []string{"imds", "net.mode", "nic.gro"},
 			check: func(t *testing.T, c Config) {
-				if c.NetMode != "dhcp" || c.NIC.GRO || c.IMDS != "auto" || c.WorkloadPort != 9090 {
+				if c.Net.Mode != "dhcp" || c.NIC.GRO || c.IMDS != "auto" || c.WorkloadPort != 9090 {
 					t.Errorf("refused keys changed the configuration: %+v", c)
 				}
 			},

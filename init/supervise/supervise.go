@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/init/config"
+
 	"github.com/hotpath-dev/hotpath/init/report"
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +45,10 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // RealClock is the wall clock.
 var RealClock Clock = realClock{}
 
+// Policy is the restart and shutdown policy: back-off bounds, what makes
+// a crash loop, the grace period (config.Supervise, the supervise.* keys).
+type Policy = config.Supervise
+
 // Config configures a Supervisor.
 type Config struct {
 	Path string
@@ -50,11 +56,9 @@ type Config struct {
 	Env  []string // the whole environment, HOTPATH_CPUS and HOTPATH_PORT included
 	Port int      // readiness: the workload accepts TCP on 127.0.0.1:Port
 
-	BackoffMin      time.Duration
-	BackoffMax      time.Duration
-	CrashLoopExits  int
-	CrashLoopWindow time.Duration // also: a run this long resets the back-off
-	Grace           time.Duration // SIGTERM to SIGKILL
+	// Policy is the back-off, crash-loop and shutdown settings, the init
+	// configuration's own type (config.Supervise: the supervise.* keys).
+	Policy
 	// ReadyTimeout is one deadline counted from the first start, not per
 	// start: a workload that crashes at start would otherwise restart its
 	// own deadline forever and the boot report would never be printed.

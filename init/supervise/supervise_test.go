@@ -214,20 +214,22 @@ func setup(t *testing.T, mode string, mutate func(*Config)) (*Supervisor, *fakeC
 	mark := filepath.Join(t.TempDir(), "mark")
 	port := freePort(t)
 	cfg := Config{
-		Path:            os.Args[0],
-		Args:            []string{"-test.run=^TestHelperWorkload$"},
-		Env:             []string{helperEnv + "=" + mode, "HOTPATH_MARK=" + mark, "HOTPATH_PORT=" + strconv.Itoa(port)},
-		Port:            port,
-		BackoffMin:      100 * time.Millisecond,
-		BackoffMax:      800 * time.Millisecond,
-		CrashLoopExits:  3,
-		CrashLoopWindow: 10 * time.Second,
-		Grace:           5 * time.Second,
-		ReadyTimeout:    20 * time.Second,
-		Stderr:          os.Stderr,
-		Clock:           clk,
-		Event:           rec.event,
-		Log:             rec.logf,
+		Path: os.Args[0],
+		Args: []string{"-test.run=^TestHelperWorkload$"},
+		Env:  []string{helperEnv + "=" + mode, "HOTPATH_MARK=" + mark, "HOTPATH_PORT=" + strconv.Itoa(port)},
+		Port: port,
+		Policy: Policy{
+			BackoffMin:      100 * time.Millisecond,
+			BackoffMax:      800 * time.Millisecond,
+			CrashLoopExits:  3,
+			CrashLoopWindow: 10 * time.Second,
+			Grace:           5 * time.Second,
+		},
+		ReadyTimeout: 20 * time.Second,
+		Stderr:       os.Stderr,
+		Clock:        clk,
+		Event:        rec.event,
+		Log:          rec.logf,
 	}
 	if mutate != nil {
 		mutate(&cfg)
