@@ -14,6 +14,8 @@
 #   make plugin-release PLUGIN_VERSION=x.y.z   packer/dist: binaries, zips, SHA256SUMS (what
 #                  packer init downloads; .github/workflows/packer-plugin-release.yml publishes them)
 #   make verify-reproducible  two cold builds, compared byte for byte (~1 h)
+#   make mutation  mutation testing (gremlins) of the packages where a wrong line
+#                  hurts most; slow, not part of make test (tests/mutation/README.md)
 #
 # Set-up is part of every target: image/deps.sh installs what is missing from
 # Debian's packages (it says what and why) and does nothing when all is there.
