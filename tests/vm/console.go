@@ -75,6 +75,31 @@ func (c *Console) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// oopsMarkers begin the kernel's reports of its own faults: the first
+// lines of an oops, a BUG, a warning with a backtrace, or a panic.
+var oopsMarkers = []string{"BUG: ", "Oops: ", "general protection fault", "WARNING: CPU:", "Kernel panic - not syncing"}
+
+// Oops returns the console from the first line that starts a kernel fault
+// report (at most n lines), or "" when the kernel reported none. A
+// failing test logs it beside the tail: a panic's tail is registers and
+// "Kernel panic", while what faulted, and where, is the start of the
+// report, often more lines up than a tail shows.
+func (c *Console) Oops(n int) string {
+	lines := strings.Split(strings.TrimRight(c.String(), "\n"), "\n")
+	for i, l := range lines {
+		for _, m := range oopsMarkers {
+			if strings.Contains(l, m) {
+				lines = lines[i:]
+				if len(lines) > n {
+					lines = lines[:n]
+				}
+				return strings.Join(lines, "\n")
+			}
+		}
+	}
+	return ""
+}
+
 // ErrConsoleClosed is returned by waits that end because the output ended.
 var ErrConsoleClosed = errors.New("console closed (QEMU exited)")
 

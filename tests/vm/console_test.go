@@ -133,3 +133,28 @@ func TestConsoleWaitString(t *testing.T) {
 		t.Fatalf("a string before the mark was found again: %v", err)
 	}
 }
+
+func TestConsoleOops(t *testing.T) {
+	const trace = "BUG: unable to handle page fault for address: ffff9d8dfa201000\n" +
+		"#PF: supervisor read access in kernel mode\n" +
+		"RIP: 0010:virtnet_poll+0x1c/0x300\n" +
+		"Kernel panic - not syncing: Fatal exception in interrupt\n"
+	for _, tc := range []struct {
+		name, console string
+		n             int
+		want          string
+	}{
+		{"none", "[    0.1] Linux version 6.12.117\nHOTPATH-EVENT {}\n", 10, ""},
+		{"from the first fault line", "[    0.1] boot\n" + trace, 10, strings.TrimSuffix(trace, "\n")},
+		{"at most n lines", "noise\n" + trace, 2, "BUG: unable to handle page fault for address: ffff9d8dfa201000\n#PF: supervisor read access in kernel mode"},
+		{"a panic alone", "noise\nKernel panic - not syncing: VFS\nend\n", 5, "Kernel panic - not syncing: VFS\nend"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewConsole(nil)
+			c.Write([]byte(tc.console))
+			if got := c.Oops(tc.n); got != tc.want {
+				t.Errorf("Oops(%d) = %q, want %q", tc.n, got, tc.want)
+			}
+		})
+	}
+}

@@ -471,6 +471,9 @@ func Boot(ctx context.Context, t testing.TB, cfg Config) *Guest {
 			t.Error(err)
 		}
 		if t.Failed() {
+			if oops := g.Console.Oops(120); oops != "" {
+				t.Logf("the kernel reported a fault:\n--- console from the first fault line ---\n%s", oops)
+			}
 			t.Logf("console log: %s\n--- console tail ---\n%s\n--- qemu stderr ---\n%s",
 				filepath.Join(g.Dir, "console.log"), g.Console.Tail(60), g.Stderr())
 		}
