@@ -105,7 +105,7 @@ func TestArgs(t *testing.T) {
 		Netns: &Netns{Name: "x"}, Tap: "tap0"}
 	got := strings.Join(cfg.Args("/v.fd", "/q.sock"), " ")
 	for _, want := range []string{
-		"-machine q35,accel=tcg",
+		"-machine q35",
 		"-smp 4",
 		"-serial stdio",
 		"-qmp unix:/q.sock,server=on,wait=off",
@@ -118,6 +118,30 @@ func TestArgs(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("args lack %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestAccelArgs: one TCG thread only where vCPUs outnumber the host's
+// CPUs on x86 (see accelArgs); KVM and arm64 keep -machine accel=.
+func TestAccelArgs(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		host int
+		want string
+	}{
+		{Config{Accel: "tcg", CPUs: 2}, 2, "-machine q35,accel=tcg"},
+		{Config{Accel: "tcg", CPUs: 4}, 2, "-machine q35 -accel tcg,thread=single"},
+		{Config{Accel: "tcg", CPUs: 4}, 4, "-machine q35,accel=tcg"},
+		{Config{Accel: "kvm", CPUs: 4}, 2, "-machine q35,accel=kvm"},
+		{Config{Accel: "tcg", CPUs: 4, Arch: "arm64"}, 2, "-machine virt,accel=tcg"},
+	} {
+		mach := "q35"
+		if tc.cfg.Arch == "arm64" {
+			mach = "virt"
+		}
+		if got := strings.Join(tc.cfg.accelArgs(mach, tc.host), " "); got != tc.want {
+			t.Errorf("%+v on %d host CPUs: %q, want %q", tc.cfg, tc.host, got, tc.want)
 		}
 	}
 }
