@@ -205,20 +205,28 @@ func Worst(dumps []Dump) (Dump, bool) {
 }
 
 // Headline is the dump's line that names the crash: the kernel's "Kernel
-// panic - not syncing: ..." line, else the oops's first "BUG:" or
-// "Oops:" line, else its last line. The printk timestamp is dropped.
+// panic - not syncing: ..." line, else the oops's "BUG:" or "Oops:" line,
+// else its last line. The printk timestamp is dropped.
 func (d Dump) Headline() string {
-	for _, want := range []string{"Kernel panic - not syncing", "BUG:", "Oops:", "general protection fault"} {
-		for i := len(d.Lines) - 1; i >= 0; i-- {
-			if strings.Contains(d.Lines[i], want) {
-				return stripTime(d.Lines[i])
-			}
-		}
+	if i := d.headlineAt(); i >= 0 {
+		return stripTime(d.Lines[i])
 	}
 	if len(d.Lines) == 0 {
 		return ""
 	}
 	return stripTime(d.Lines[len(d.Lines)-1])
+}
+
+// headlineAt is the index of the headline line, -1 if none is found.
+func (d Dump) headlineAt() int {
+	for _, want := range []string{"Kernel panic - not syncing", "BUG:", "Oops:", "general protection fault"} {
+		for i := len(d.Lines) - 1; i >= 0; i-- {
+			if strings.Contains(d.Lines[i], want) {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // stripTime drops the "[   12.345678] " printk puts before a line.

@@ -42,6 +42,15 @@ func writeRecords(t *testing.T, recs map[string]string) string {
 	return dir
 }
 
+func mustRead(t *testing.T, dir string) []Record {
+	t.Helper()
+	recs, err := Read(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
 func TestDumpsJoinsParts(t *testing.T) {
 	recs, err := Read(writeRecords(t, sysrqPanic))
 	if err != nil {
@@ -136,8 +145,14 @@ func TestStepReportsAndClears(t *testing.T) {
 	if !out.Crashed || out.Reason != "panic" || out.Summary != want || out.Records != 2 || out.Backend != "efi_pstore" || !out.Cleared {
 		t.Errorf("report %+v", out)
 	}
-	if len(out.Lines) != 3 || !strings.HasSuffix(out.Lines[2], "panic+0x34c/0x370") {
-		t.Errorf("report lines %q, want the last 3", out.Lines)
+	// Lines: 3, from ten before the headline (here: from the first).
+	if len(out.Lines) != 3 || !strings.HasSuffix(out.Lines[2], "sysrq: Trigger a crash") {
+		t.Errorf("report lines %q, want the first 3", out.Lines)
+	}
+	// The default window: every line here, the panic line among them.
+	c.Lines = 0
+	if w := c.window(Dumps(mustRead(t, writeRecords(t, sysrqPanic)))[0]); len(w) != 8 || !strings.Contains(w[3], "Kernel panic") {
+		t.Errorf("window %q", w)
 	}
 	if len(console) == 0 || !strings.HasPrefix(console[0], want) {
 		t.Fatalf("console %q", console)

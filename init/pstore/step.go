@@ -31,10 +31,10 @@ type Capture struct {
 	Mount func(dir string) error
 	// Logf prints on the console.
 	Logf func(format string, args ...any)
-	// Lines is how many of the dump's last lines go into the report (the
-	// console gets up to ConsoleLines); 0 means 20.
-	Lines        int
-	ConsoleLines int // 0 means 60
+	// Lines is how many of the dump's lines go into the report: from ten
+	// lines before its headline (Dump.Headline) on; 0 means 40. The
+	// console gets the whole dump (at most pstore's kmsg_bytes, 10 KiB).
+	Lines int
 	// Out receives the summary for the boot report.
 	Out *report.PreviousBoot
 }
@@ -130,18 +130,30 @@ func (c Capture) summarise(recs []Record, backend string) report.PreviousBoot {
 	if !ok {
 		return pb
 	}
-	n := c.Lines
-	if n <= 0 {
-		n = 20
-	}
 	pb.Crashed = true
 	pb.Reason = strings.ToLower(d.Reason)
 	pb.Summary = "previous boot: " + pb.Reason
 	if h := d.Headline(); h != "" {
 		pb.Summary += ", " + h
 	}
-	pb.Lines = tail(d.Lines, n)
+	pb.Lines = c.window(d)
 	return pb
+}
+
+// window is the dump's lines for the report: ten lines of context before
+// the headline, the headline, and what follows it (the stack trace), at
+// most Lines; without a headline, the last Lines.
+func (c Capture) window(d Dump) []string {
+	n := c.Lines
+	if n <= 0 {
+		n = 40
+	}
+	at := d.headlineAt()
+	if at < 0 {
+		return tail(d.Lines, n)
+	}
+	w := d.Lines[max(0, at-10):]
+	return append([]string(nil), w[:min(n, len(w))]...)
 }
 
 // print writes the summary and the dump's last lines on the console.
@@ -156,12 +168,8 @@ func (c Capture) print(recs []Record) {
 		return
 	}
 	c.Logf("%s (%d pstore records from %s)", c.Out.Summary, len(recs), c.Out.Backend)
-	n := c.ConsoleLines
-	if n <= 0 {
-		n = 60
-	}
 	d, _ := Worst(Dumps(recs))
-	for _, l := range tail(d.Lines, n) {
+	for _, l := range d.Lines {
 		c.Logf("%s%s", ConsolePrefix, l)
 	}
 }
