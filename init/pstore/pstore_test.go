@@ -221,3 +221,25 @@ func TestStepClearFails(t *testing.T) {
 		t.Errorf("Clear = %v, want a failure for sub", err)
 	}
 }
+
+// In a long dump the report keeps ten lines before the panic line and
+// what follows it, up to Lines: the stack trace, not just the tail.
+func TestWindowAroundHeadline(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("Panic#1 Part1\n")
+	for i := 0; i < 100; i++ {
+		if i == 60 {
+			b.WriteString("<0>[ 9.0] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000009\n")
+			continue
+		}
+		fmt.Fprintf(&b, "<4>[ 9.0] line %d\n", i)
+	}
+	d := Dumps([]Record{parseName("dmesg-efi_pstore-1", []byte(b.String()))})[0]
+	w := Capture{Lines: 20}.window(d)
+	if len(w) != 20 || w[0] != "[ 9.0] line 50" || !strings.Contains(w[10], "Attempted to kill init") || w[19] != "[ 9.0] line 69" {
+		t.Errorf("window %q", w)
+	}
+	if h := d.Headline(); h != "Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000009" {
+		t.Errorf("headline %q", h)
+	}
+}
