@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/image"
 	"github.com/hotpath-dev/hotpath/init/pstore"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
@@ -202,6 +203,14 @@ func checkNitroPCI(devs []pciDev) []error {
 		errs = append(errs, fmt.Errorf("no virtio-net in query-pci: %+v", devs))
 	}
 	return errs
+}
+
+// TestArm64Graviton builds the default arm64 image and boots it as
+// Graviton presents itself (checkGraviton). It runs with the arm64 boots
+// (make test-arm64).
+func TestArm64Graviton(t *testing.T) {
+	requireArm64(t)
+	checkGraviton(t, buildWith(t, image.Options{Arch: "arm64"}).Disk)
 }
 
 // checkGraviton boots an arm64 image as Graviton presents itself, in one
