@@ -85,6 +85,4 @@ func TestArm64Appliance(t *testing.T) {
 			checkAppliance(t, bootConfig(t, vm.Config{Disk: a.Disk, CPUs: cpus, Arch: "arm64", Accel: "tcg"}, arm64BootTimeout))
 		})
 	}
-	// Graviton's console and entropy, on the same image (nitro_test.go).
-	t.Run("graviton", func(t *testing.T) { checkGraviton(t, a.Disk) })
 }
