@@ -76,8 +76,7 @@ func (cfg *Config) diskDevice() string {
 	return "virtio-blk-pci,drive=disk0,bootindex=0"
 }
 
-// numaArgs are the NUMA nodes, their memory, and the NIC's expander
-// bridge and root port.
+// numaArgs are the NUMA nodes and their memory.
 func (cfg *Config) numaArgs() []string {
 	var args []string
 	if n := len(cfg.NUMA); n > 0 {
@@ -92,12 +91,19 @@ func (cfg *Config) numaArgs() []string {
 				"-numa", fmt.Sprintf("node,nodeid=%d,cpus=%s,memdev=numa%d", i, cpus, i))
 		}
 	}
-	if cfg.NICNode > 0 {
-		args = append(args,
-			"-device", "pxb-pcie,id=nicpxb,bus_nr=128,bus=pcie.0,numa_node="+strconv.Itoa(cfg.NICNode),
-			"-device", "pcie-root-port,id=nicport,bus=nicpxb,chassis=9")
-	}
 	return args
+}
+
+// nicBridge is the NIC's expander bridge and root port. It must come
+// after every device QEMU places itself (no bus=): QEMU would put those
+// on the bridge's bus, which takes bridges only.
+func (cfg *Config) nicBridge() []string {
+	if cfg.NICNode <= 0 {
+		return nil
+	}
+	return []string{
+		"-device", "pxb-pcie,id=nicpxb,bus_nr=128,bus=pcie.0,numa_node=" + strconv.Itoa(cfg.NICNode),
+		"-device", "pcie-root-port,id=nicport,bus=nicpxb,chassis=9"}
 }
 
 // nicBus places the NIC on the expander bridge's root port.

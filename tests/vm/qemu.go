@@ -217,6 +217,7 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		if cfg.Queues > 0 {
 			q = cfg.Queues
 		}
+		args = append(args, cfg.nicBridge()...)
 		args = append(args,
 			"-netdev", fmt.Sprintf("tap,id=net0,ifname=%s,script=no,downscript=no,queues=%d,vhost=off", cfg.Tap, q),
 			// vectors: one per rx and tx queue, one for config, one for
