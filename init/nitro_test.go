@@ -30,14 +30,18 @@ func TestNitroStepsWithout(t *testing.T) {
 func TestNUMASteps(t *testing.T) {
 	sys := fakeSys(t, "0-3", "0-3")
 	for p, v := range map[string]string{
-		"devices/system/node/node0/cpulist": "0-1",
-		"devices/system/node/node1/cpulist": "2-3",
-		"class/net/eth0/device/numa_node":   "1",
+		"devices/system/node/node0/cpulist":         "0-1",
+		"devices/system/node/node1/cpulist":         "2-3",
+		"devices/pci0000:80/0000:81:00.0/numa_node": "1",
 	} {
 		os.MkdirAll(filepath.Dir(filepath.Join(sys, p)), 0o755)
 		if err := os.WriteFile(filepath.Join(sys, p), []byte(v+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	os.MkdirAll(filepath.Join(sys, "class/net/eth0"), 0o755)
+	if err := os.Symlink(filepath.Join(sys, "devices/pci0000:80/0000:81:00.0"), filepath.Join(sys, "class/net/eth0/device")); err != nil {
+		t.Fatal(err)
 	}
 	m, _ := testMachine(t, sys, nil)
 	m.cpus = []int{0, 1, 2, 3}

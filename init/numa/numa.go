@@ -77,22 +77,40 @@ func Nodes(sysRoot string) ([]Node, error) {
 	return out, nil
 }
 
-// DeviceNode is the NUMA node of a network interface's device
-// (/sys/class/net/IF/device/numa_node): -1 when the firmware gives it none
-// (no ACPI _PXM on its root bridge) or the kernel has no NUMA.
+// DeviceNode is the NUMA node of a network interface's device: -1 when
+// the firmware gives it none (no ACPI _PXM on its root bridge) or the
+// kernel has no NUMA. ENA's netdev hangs off its PCI device, whose
+// numa_node it reads; virtio-net's hangs off a virtio device (virtio0),
+// which has no numa_node of its own but inherits its PCI parent's, so
+// the parents are tried in turn.
 func DeviceNode(sysRoot, ifname string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(sysRoot, "class/net", ifname, "device/numa_node"))
+	dev, err := filepath.EvalSymlinks(filepath.Join(sysRoot, "class/net", ifname, "device"))
 	if errors.Is(err, os.ErrNotExist) {
 		return -1, nil
 	}
 	if err != nil {
 		return -1, err
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	root, err := filepath.EvalSymlinks(sysRoot)
 	if err != nil {
-		return -1, fmt.Errorf("%s numa_node: %w", ifname, err)
+		return -1, err
 	}
-	return n, nil
+	top := filepath.Join(root, "devices")
+	for p := dev; strings.HasPrefix(p, top+"/"); p = filepath.Dir(p) {
+		b, err := os.ReadFile(filepath.Join(p, "numa_node"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return -1, err
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			return -1, fmt.Errorf("%s numa_node: %w", ifname, err)
+		}
+		return n, nil
+	}
+	return -1, nil
 }
 
 // CPUsOf returns the CPUs of node id, nil if there is no such node.

@@ -32,10 +32,37 @@ func sys(t *testing.T, nodes []string, nicNode string) string {
 	if len(nodes) > 0 {
 		write(t, filepath.Join(root, "devices/system/node/possible"), "0-1\n")
 	}
+	// eth0 -> virtio0 (no numa_node) -> its PCI device (numa_node), as
+	// virtio-net is in sysfs.
+	pci := filepath.Join(root, "devices/pci0000:80/0000:80:00.0/0000:81:00.0")
+	if err := os.MkdirAll(filepath.Join(pci, "virtio0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if nicNode != "" {
-		write(t, filepath.Join(root, "class/net/eth0/device/numa_node"), nicNode+"\n")
+		write(t, filepath.Join(pci, "numa_node"), nicNode+"\n")
+	}
+	os.MkdirAll(filepath.Join(root, "class/net/eth0"), 0o755)
+	if err := os.Symlink(filepath.Join(pci, "virtio0"), filepath.Join(root, "class/net/eth0/device")); err != nil {
+		t.Fatal(err)
 	}
 	return root
+}
+
+// DeviceNode reads the NIC's own device first (ENA: the PCI device).
+func TestDeviceNodeENA(t *testing.T) {
+	root := t.TempDir()
+	pci := filepath.Join(root, "devices/pci0000:00/0000:00:05.0")
+	write(t, filepath.Join(pci, "numa_node"), "1\n")
+	os.MkdirAll(filepath.Join(root, "class/net/eth0"), 0o755)
+	if err := os.Symlink(pci, filepath.Join(root, "class/net/eth0/device")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := DeviceNode(root, "eth0"); n != 1 || err != nil {
+		t.Errorf("DeviceNode = %d, %v; want 1", n, err)
+	}
+	if n, err := DeviceNode(root, "eth9"); n != -1 || err != nil {
+		t.Errorf("no such NIC: %d, %v; want -1", n, err)
+	}
 }
 
 func TestLocalFirst(t *testing.T) {

@@ -76,6 +76,18 @@ func (cfg *Config) diskDevice() string {
 	return "virtio-blk-pci,drive=disk0,bootindex=0"
 }
 
+// smp is -smp: with NUMA nodes, one socket per node, so that the CPUs
+// that share a last-level cache (a socket's, in QEMU's CPUID) are on one
+// node, as on a two-socket instance; the kernel warns otherwise
+// (topology_sane: "llc-sibling ... is not on the same node").
+func (cfg *Config) smp() string {
+	n := len(cfg.NUMA)
+	if n < 2 || cfg.CPUs%n != 0 {
+		return strconv.Itoa(cfg.CPUs)
+	}
+	return fmt.Sprintf("%d,sockets=%d,cores=%d,threads=1", cfg.CPUs, n, cfg.CPUs/n)
+}
+
 // numaArgs are the NUMA nodes and their memory.
 func (cfg *Config) numaArgs() []string {
 	var args []string

@@ -29,6 +29,7 @@ func TestArgsNitro(t *testing.T) {
 				"-device pcie-root-port,id=nicport,bus=nicpxb,chassis=9",
 				"romfile=,bus=nicport",
 				"-serial stdio",
+				"-smp 4,sockets=2,cores=2,threads=1",
 			},
 			[]string{"virtio-blk-pci"}},
 		{"uneven memory", Config{CPUs: 3, MemoryMB: 1000, Nitro: Nitro{NUMA: []string{"0", "1", "2"}}},

@@ -169,7 +169,7 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	args := []string{
 		"-name", "hotpath-test",
 		"-machine", m.Machine + ",accel=" + cfg.Accel,
-		"-smp", strconv.Itoa(cfg.CPUs),
+		"-smp", cfg.smp(),
 		"-m", strconv.Itoa(cfg.MemoryMB),
 		"-display", "none",
 		"-vga", "none",
