@@ -267,8 +267,10 @@ func checkGraviton(t *testing.T, disk string) {
 		}
 		crng += fmt.Sprintf(", crng-ready event at %d ms", ev.Millis)
 	})
+	dhcp, _ := b.rep.Step("net-dhcp")
 	fmt.Fprintf(os.Stderr, "e2e: arm64 Graviton-like (PCI UART, -serial null, neoverse-n1, no virtio-rng): "+
-		"QEMU start to report %v, kernel start to ready %d ms, crng: %s\n", wall.Round(time.Millisecond), b.rep.ReadyMillis, crng)
+		"QEMU start to report %v, kernel start to ready %d ms, net-dhcp %.0f ms, crng: %s\n",
+		wall.Round(time.Millisecond), b.rep.ReadyMillis, dhcp.Millis, crng)
 }
 
 // checkPreviousBoot checks the report of the boot after a panic: it
