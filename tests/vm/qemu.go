@@ -305,18 +305,20 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	}
 	v.cmd.Stdout = v.Console
 	v.cmd.Stderr = v.stderr
-	exited := make(chan struct{})
-	var followed <-chan struct{}
 	if cfg.PCISerial {
 		v.Serial0 = NewConsole(nil)
 		v.cmd.Stdout = v.Serial0
-		followed = follow(filepath.Join(cfg.Dir, PCISerialLog), v.Console, exited)
 	}
 	// QEMU dies with the test process, even one killed by a timeout.
 	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	v.Started = time.Now()
 	if err := v.cmd.Start(); err != nil {
 		return fail(fmt.Errorf("vm: start qemu: %w", err))
+	}
+	exited := make(chan struct{})
+	var followed <-chan struct{}
+	if cfg.PCISerial {
+		followed = follow(filepath.Join(cfg.Dir, PCISerialLog), v.Console, exited)
 	}
 	go func() {
 		v.waitErr = v.cmd.Wait()
