@@ -16,9 +16,12 @@
 //     in the panic path. Every UEFI machine the appliance targets has a
 //     non-volatile variable store: OVMF and AAVMF keep it in the writable
 //     flash image QEMU is given (unit 1, which survives the guest's reset
-//     because it is a file on the host), and EC2's UEFI keeps an instance's
-//     variables (the same store that holds its Secure Boot keys) across
-//     reboots. No command-line option is needed: pstore registers its
+//     because it is a file on the host: the panic test in tests/e2e reads
+//     the panic back after QEMU's reset), and EC2's UEFI keeps an
+//     instance's non-volatile variables (the store GetInstanceUefiData
+//     returns, which also holds its Secure Boot keys) across reboots; that
+//     a panic's records survive there is documented, not yet observed on
+//     an instance. No command-line option is needed: pstore registers its
 //     dumper for panics and oopses by default (max_reason OOPS), and the
 //     backend is the first one registered.
 //   - ramoops needs memory that no one touches between the panic and the
