@@ -280,6 +280,14 @@ func (o *observer) metricsOptions(link *nic.Link, et nic.Ethtool) metrics.Option
 		Timex: metrics.Adjtimex,
 		Logf:  o.con.Logf,
 	}
+	mo.PreviousBoot = func() *report.PreviousBoot {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.rep == nil {
+			return nil
+		}
+		return o.rep.PreviousBoot
+	}
 	if o.ship != nil {
 		mo.Log = func() metrics.LogStats {
 			s := o.ship.Stats()

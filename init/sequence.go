@@ -32,7 +32,9 @@ var sequence = []func(*machine) []boot.Step{
 	rlimitSteps,         // RLIMIT_NOFILE the workload inherits
 	sysctlSteps,         // busy polling, noqueue, reno, backlogs, sysctl.* keys
 	workloadCPUSteps,    // workload.cpus within the online CPUs
+	previousBootSteps,   // a crashed previous boot's kernel log, from pstore (nitro.go)
 	nicDiscoverSteps,    // the primary NIC and its ethtool socket
+	numaSteps,           // NUMA nodes, the NIC's node, queue CPUs local first (nitro.go)
 	nicTuneSteps,        // channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS, NAPI deferral
 	networkSteps,        // DHCP, static address, or none
 	imdsSteps,           // user-data and identity from IMDSv2, on EC2 (instance.go)
@@ -72,6 +74,8 @@ type machine struct {
 	ethtool  nic.Ethtool          // step nic-discover; nil without a NIC or ethtool
 	tuner    *nic.Tuner           // step nic-discover; nil without a NIC or ethtool (nic-spread settles its CPUs)
 	dhcp     *netconf.DHCPOptions // networkSteps, in DHCP mode (for the retry after boot)
+	previous *report.PreviousBoot // step previous-boot; nil when pstore could not be read
+	numa     *report.NUMA         // step numa-locality; nil without a NIC
 	results  []report.Step        // run: every step's outcome, in order, for the report
 }
 

@@ -112,6 +112,7 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 		Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
 	rep.Facts = facts.Read(fo, m.con.Logf)
 	rep.CRNG = rng.report()
+	rep.PreviousBoot, rep.NUMA = m.previous, m.numa
 	m.inst.fill(rep)
 	m.obs.report(*rep)
 	m.con.Report(*rep)

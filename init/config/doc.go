@@ -63,6 +63,8 @@
 //	nic.gro_flush_timeout      [0s] gro_flush_timeout: the timer that polls a queue whose interrupt is
 //	                              deferred; 0s leaves the kernel's default
 //	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
+//	nic.numa_local             [on] fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs)
+//	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order
 //	sysctl.busy_poll           [50] net.core.busy_poll (µs)
 //	sysctl.busy_read           [50] net.core.busy_read (µs)
 //	sysctl.<dotted.name>       [] any other sysctl, e.g. sysctl.net.core.somaxconn=65535; overrides the

@@ -25,6 +25,9 @@ type NIC struct {
 	// only delay interrupts by up to the timeout; see init/napi.
 	DeferHardIRQs   int
 	GROFlushTimeout time.Duration
+	// NUMALocal is nic.numa_local: with fewer queues than workload CPUs,
+	// queues take the CPUs of the NIC's NUMA node first (init/numa).
+	NUMALocal bool
 }
 
 // Coalesce is nic.coalesce: how interrupt moderation is set.
@@ -98,4 +101,8 @@ var nicKeys = []Key{
 	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
 		enum(func(c *Config) *Qdisc { return &c.NIC.Qdisc }, QdiscMQ, QdiscKeep),
 		func(c *Config) string { return string(c.NIC.Qdisc) }},
+	{"nic.numa_local", "on", "fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs) take the CPUs of the NIC's NUMA node first; " +
+		"off keeps CPU order",
+		boolSetter(func(c *Config) *bool { return &c.NIC.NUMALocal }),
+		func(c *Config) string { return onOff(c.NIC.NUMALocal) }},
 }

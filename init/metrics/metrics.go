@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/mdlayher/genetlink"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -56,6 +57,9 @@ type Options struct {
 	// Timex reads the kernel clock's discipline state (adjtimex); nil
 	// leaves the clock metrics out.
 	Timex func() (Timex, error)
+	// PreviousBoot is what a crash of the boot before left in pstore
+	// (previousboot.go); nil, or a nil result, leaves its metrics out.
+	PreviousBoot func() *report.PreviousBoot
 	// Logf receives a collector's error when it differs from that
 	// collector's previous outcome (not on every scrape); nil discards.
 	Logf func(format string, args ...any)
@@ -100,6 +104,9 @@ func NewRegistry(o Options) *prometheus.Registry {
 	}
 	if o.Timex != nil {
 		add("timex", &timex{read: o.Timex})
+	}
+	if o.PreviousBoot != nil {
+		add("previous_boot", &previousBoot{read: o.PreviousBoot})
 	}
 	return reg
 }

@@ -36,6 +36,10 @@ type Tuner struct {
 	// real files. Tests give a fake kernel that refuses and normalises
 	// writes as the kernel does.
 	Files Files
+	// QueueOrder, when set, is the order in which queues take the
+	// workload's CPUs when there are fewer queues than CPUs (the
+	// numa-locality step: the NIC's node first); nil is CPU order.
+	QueueOrder []int
 
 	// work is the workload's CPU list once nic-spread ran (CPUs before).
 	work []int
@@ -128,7 +132,7 @@ func (t *Tuner) applySpread(_ context.Context, d boot.Detail) error {
 	}
 	switch t.Opt.Spread {
 	case config.SpreadQueues:
-		t.work = slices.Clone(t.CPUs[:n])
+		t.work = slices.Sorted(slices.Values(t.queueOrder(n)[:n]))
 		d["mode"] = string(config.SpreadQueues)
 		d["workload_cpus"] = cpuset.FormatList(t.work)
 	default:
@@ -477,7 +481,7 @@ func (t *Tuner) irqPlan() ([]QueueIRQ, map[int]int, error) {
 		return nil, nil, err
 	}
 	cpu := map[int]int{}
-	cpus := t.WorkloadCPUs()
+	cpus := t.queueOrder(queueCount(irqs))
 	for _, q := range irqs {
 		cpu[q.IRQ] = cpus[q.Queue%len(cpus)]
 	}
@@ -577,7 +581,7 @@ func (t *Tuner) xpsPlan() (map[int][]int, error) {
 	}
 	plan := map[int][]int{}
 	for _, q := range txq {
-		plan[q] = QueueCPUs(q, len(txq), t.WorkloadCPUs())
+		plan[q] = t.queueCPUSet(q, len(txq))
 	}
 	return plan, nil
 }
@@ -643,7 +647,7 @@ func (t *Tuner) rpsPlan() (map[int][]int, error) {
 	for _, q := range rxq {
 		plan[q] = nil
 		if len(rxq) < len(cpus) {
-			plan[q] = QueueCPUs(q, len(rxq), cpus)
+			plan[q] = t.queueCPUSet(q, len(rxq))
 		}
 	}
 	return plan, nil

@@ -78,6 +78,12 @@ type Report struct {
 	Facts Facts `json:"facts"`
 	// CRNG is when the kernel's random number generator became ready.
 	CRNG *CRNG `json:"crng,omitempty"`
+	// PreviousBoot is what a crash of the boot before left (nitro.go);
+	// nil when pstore could not be read.
+	PreviousBoot *PreviousBoot `json:"previous_boot,omitempty"`
+	// NUMA is the NUMA topology and the NIC's node (nitro.go); nil
+	// without a NIC.
+	NUMA *NUMA `json:"numa,omitempty"`
 	// Compact marks a report printed again to stay within the console's
 	// last 64 KiB (EC2 get-console-output): step details, facts and the
 	// configuration are left out; the first report has them.

@@ -350,4 +350,7 @@ func TestInitPanicReboots(t *testing.T) {
 	if _, err := b.Console.WaitString(ctx, at, "hotpath-init: starting"); err != nil {
 		t.Errorf("the init did not start again: %v", err)
 	}
+	// Crash capture (nitro_test.go): the first boot found nothing to
+	// report; the second names the panic and its last kernel lines.
+	checkPanicCaptured(ctx, t, b, at)
 }

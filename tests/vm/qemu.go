@@ -135,6 +135,9 @@ type Config struct {
 	// SMBIOS are QEMU -smbios values, e.g. "type=1,manufacturer=Amazon EC2"
 	// for a guest whose DMI says it is an EC2 instance.
 	SMBIOS []string
+	// Nitro-like rigs (nitro.go): the disk on NVMe, NUMA nodes with the
+	// NIC on one of them, Graviton's PCI UART, no virtio-rng.
+	Nitro
 	// Prepare runs in StartGuest once the namespace, tap and DHCP server
 	// exist and before QEMU starts: services the guest will reach (a fake
 	// metadata service, an NTP server) start here.
@@ -144,6 +147,9 @@ type Config struct {
 // VM is a running QEMU.
 type VM struct {
 	Console *Console
+	// Serial0 is the machine's own UART when Console follows the PCI
+	// UART (Config.PCISerial); nil otherwise.
+	Serial0 *Console
 	QMP     *QMP
 	Accel   string
 	Started time.Time
@@ -188,12 +194,12 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	}
 	args = append(args, cfg.accelArgs(m.Machine, runtime.NumCPU())...)
 	args = append(args,
-		"-smp", strconv.Itoa(cfg.CPUs),
+		"-smp", cfg.smp(),
 		"-m", strconv.Itoa(cfg.MemoryMB),
 		"-display", "none",
 		"-vga", "none",
 		"-monitor", "none",
-		"-serial", "stdio",
+		"-serial", cfg.serial(),
 		"-qmp", "unix:"+qmpPath+",server=on,wait=off",
 		"-nodefaults",
 	)
@@ -207,13 +213,14 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		cpu = cfg.CPUModel
 	}
 	args = append(args, "-cpu", cpu)
-	args = append(args, m.Devices...)
+	args = append(args, cfg.devices(m.Devices)...)
+	args = append(args, cfg.numaArgs()...)
 	if cfg.Disk != "" {
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.OVMFCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+varsPath,
 			"-drive", "if=none,id=disk0,format=raw,snapshot=on,file="+cfg.Disk,
-			"-device", "virtio-blk-pci,drive=disk0,bootindex=0",
+			"-device", cfg.diskDevice(),
 		)
 	} else {
 		args = append(args, "-kernel", cfg.Kernel)
@@ -235,12 +242,13 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		if cfg.Queues > 0 {
 			q = cfg.Queues
 		}
+		args = append(args, cfg.nicBridge()...)
 		args = append(args,
 			"-netdev", fmt.Sprintf("tap,id=net0,ifname=%s,script=no,downscript=no,queues=%d,vhost=off", cfg.Tap, q),
 			// vectors: one per rx and tx queue, one for config, one for
 			// the control queue. romfile= keeps OVMF from loading iPXE:
 			// the guest never boots from the network.
-			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,mq=on,vectors=%d,mac=%s,romfile=", 2*q+2, GuestMAC),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,mq=on,vectors=%d,mac=%s,romfile=", 2*q+2, GuestMAC)+cfg.nicBus(),
 		)
 	}
 	return args
@@ -278,6 +286,9 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	}
 	if cfg.Netns != nil && cfg.Tap == "" {
 		return nil, errors.New("vm: Netns without Tap")
+	}
+	if err := cfg.Nitro.check(&cfg); err != nil {
+		return nil, err
 	}
 	v := &VM{Accel: cfg.Accel, done: make(chan struct{})}
 	if cfg.Dir == "" {
@@ -319,14 +330,28 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	}
 	v.cmd.Stdout = v.Console
 	v.cmd.Stderr = v.stderr
+	if cfg.PCISerial {
+		v.Serial0 = NewConsole(nil)
+		v.cmd.Stdout = v.Serial0
+	}
 	// QEMU dies with the test process, even one killed by a timeout.
 	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	v.Started = time.Now()
 	if err := v.cmd.Start(); err != nil {
 		return fail(fmt.Errorf("vm: start qemu: %w", err))
 	}
+	exited := make(chan struct{})
+	var followed <-chan struct{}
+	if cfg.PCISerial {
+		followed = follow(filepath.Join(cfg.Dir, PCISerialLog), v.Console, exited)
+	}
 	go func() {
 		v.waitErr = v.cmd.Wait()
+		close(exited)
+		if followed != nil {
+			<-followed
+			v.Serial0.Close()
+		}
 		v.Console.Close()
 		v.stderr.Close()
 		close(v.done)
