@@ -1,8 +1,13 @@
 package vm
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // The IPv6 side of a guest's network, inside each namespace: the subnet's
@@ -52,4 +57,60 @@ func (n *Netns) StartDualStack() (*RouterAdvertiser, *DHCP6Server, error) {
 		return nil, nil, err
 	}
 	return ra, d6, nil
+}
+
+// ListenNTP6 is ListenNTP on an IPv6 address ([ip]:port).
+func ListenNTP6(addr string) (*NTPServer, error) {
+	ua, err := net.ResolveUDPAddr("udp6", addr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := net.ListenUDP("udp6", ua)
+	if err != nil {
+		return nil, fmt.Errorf("ntp server: %w", err)
+	}
+	s := &NTPServer{conn: c, Stratum: 1}
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+// StartNTP6 serves NTP at [TimeSyncAddr6]:123 inside the namespace (the
+// address goes on its loopback): Amazon Time Sync's IPv6 endpoint.
+func (n *Netns) StartNTP6() (*NTPServer, error) {
+	if err := n.AddLocalAddr6(TimeSyncAddr6); err != nil {
+		return nil, err
+	}
+	var s *NTPServer
+	err := n.Do(func() error {
+		var err error
+		s, err = ListenNTP6(net.JoinHostPort(TimeSyncAddr6, "123"))
+		return err
+	})
+	return s, err
+}
+
+// StartIMDS6 serves f at http://[fd00:ec2::254]:80 inside the namespace:
+// the metadata service's IPv6 endpoint, as an instance whose metadata
+// options enable it (HttpProtocolIpv6) reaches it.
+func (n *Netns) StartIMDS6(f *FakeIMDS) (*http.Server, error) {
+	if err := n.AddLocalAddr6(IMDSAddr6); err != nil {
+		return nil, err
+	}
+	var l net.Listener
+	err := n.Do(func() error {
+		var err error
+		l, err = net.Listen("tcp6", net.JoinHostPort(IMDSAddr6, "80"))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fake imds (IPv6) in %s: %w", n.Name, err)
+	}
+	srv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Printf("fake imds (IPv6): %v\n", err)
+		}
+	}()
+	return srv, nil
 }
