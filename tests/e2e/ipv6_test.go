@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -118,4 +119,107 @@ func CheckLease6Log(log []vm.Message6, leases int, errs []error) []error {
 		out = append(out, fmt.Errorf("%d DHCPv6 leases, want 1", leases))
 	}
 	return out
+}
+
+// TestIPv6Only boots the default workload as an EC2 instance in an
+// IPv6-only subnet: no DHCPv4 server at all, router advertisements with
+// the managed flag and a DHCPv6 server on the tap, the strict fake IMDS
+// at [fd00:ec2::254] and the NTP responder at [fd00:ec2::123] inside the
+// namespace, the RTC six years behind. The image says net.mode=off (no
+// IPv4: the decision is that not even a DHCPv4 DISCOVER is sent, since an
+// IPv6-only subnet has no server to answer it and the background retries
+// would broadcast forever) and net.ipv6=dhcp. One boot; its checks: the
+// IPv6 lease, user-data over the IPv6 endpoint applied (the workload
+// answers /json on its port), the clock synced, and not one IPv4 or ARP
+// frame from the guest, counted from the host's side of the tap with a
+// packet socket of the test from before QEMU starts to the end.
+func TestIPv6Only(t *testing.T) {
+	requireE2E(t)
+	disk := buildImageConfig(t, "", []byte("net.mode=off\nnet.ipv6=dhcp\n"))
+	fake := vm.NewFakeIMDS(vm.GuestMAC, []byte("workload.port=9090\n"))
+	var (
+		ntpSrv *vm.NTPServer
+		frames *vm.FrameCounter
+		d6     *vm.DHCP6Server
+	)
+	mac, _ := net.ParseMAC(vm.GuestMAC)
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, RTCBase: "2020-01-01T00:00:00", SMBIOS: []string{ec2SMBIOS}, NoDHCPv4: true,
+		Prepare: func(ns *vm.Netns) error {
+			var err error
+			if frames, err = ns.CountFrames(vm.TapName, mac); err != nil {
+				return err
+			}
+			t.Cleanup(func() { frames.Close() })
+			ra, dd, err := ns.StartDualStack()
+			if err != nil {
+				return err
+			}
+			d6 = dd
+			t.Cleanup(func() { d6.Close(); ra.Close() })
+			hs, err := ns.StartIMDS6(fake)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { hs.Close() })
+			if ntpSrv, err = ns.StartNTP6(); err != nil {
+				return err
+			}
+			t.Cleanup(func() { ntpSrv.Close() })
+			return nil
+		}}, 0)
+	r := b.rep
+	steps := stepsOf(r)
+
+	t.Run("report", func(t *testing.T) {
+		if s := steps["net"]; s.Status != report.Skipped {
+			t.Errorf("IPv4 step: %+v, want skipped (net.mode=off)", s)
+		}
+		if s := steps["net-ipv6"]; s.Status != report.Applied || s.Detail["address"] != vm.GuestAddr6+"/128" {
+			t.Errorf("net-ipv6: %+v", s)
+		}
+		if s := steps["imds"]; s.Status != report.Applied || s.Detail["endpoint"] != "http://["+vm.IMDSAddr6+"]" {
+			t.Errorf("imds: %+v, want applied over the IPv6 endpoint", s)
+		}
+		if r.UserData == nil || r.UserData.Status != report.UserDataApplied {
+			t.Errorf("user-data %+v, want applied", r.UserData)
+		}
+		if r.Time == nil || r.Time.Steps != 1 || r.Time.Server != "["+vm.TimeSyncAddr6+"]" {
+			t.Errorf("report time %+v: want one step, synced with [%s]", r.Time, vm.TimeSyncAddr6)
+		}
+		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))
+	})
+	t.Run("json-v6", func(t *testing.T) {
+		// user-data moved the workload to 9090; the clock is the host's.
+		c := b.Netns.HTTPClient(time.Minute)
+		resp, err := c.Get("http://" + net.JoinHostPort(vm.GuestAddr6, "9090") + "/json")
+		if err != nil {
+			t.Fatalf("/json over IPv6 on the user-data port: %v", err)
+		}
+		at := time.Now()
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != `{"message":"Hello, World!"}` {
+			t.Errorf("/json: %s %q", resp.Status, body)
+		}
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		if err != nil || at.Sub(date).Abs() > 2*time.Second {
+			t.Errorf("guest Date %q (%v) vs host %v: the clock was not synced over IPv6", resp.Header.Get("Date"), err, at)
+		}
+		if ntpSrv.Answers() < 1 || fake.Count("PUT", 200) < 1 {
+			t.Errorf("NTP answers %d, IMDS tokens %d: the IPv6 endpoints were not used", ntpSrv.Answers(), fake.Count("PUT", 200))
+		}
+	})
+	t.Run("no-ipv4", func(t *testing.T) {
+		// A few seconds more after the checks, so that anything periodic
+		// (a DHCPv4 retry, ARP) would show.
+		time.Sleep(5 * time.Second)
+		all := frames.Since(time.Time{})
+		t.Logf("frames from the guest by EtherType over the whole boot: %v", all)
+		if all[0x0800] != 0 || all[0x0806] != 0 {
+			t.Errorf("the IPv6-only guest sent %d IPv4 and %d ARP frames", all[0x0800], all[0x0806])
+		}
+		if all[0x86dd] == 0 {
+			t.Error("no IPv6 frame counted either: the counter saw nothing")
+		}
+	})
 }
