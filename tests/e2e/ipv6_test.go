@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,23 @@ func TestIPv6DualStack(t *testing.T) {
 		}
 	})
 	t.Run("v6-flow", func(t *testing.T) {
+		// The same check as the IPv4 inspection's: the flow is received
+		// in the softirq of a CPU that has an RX queue interrupt (queue
+		// i's IRQ on CPU i, RPS off; nothing there looks at the family).
+		// Which worker accepts it is the server's CBPF steering, tested
+		// over ::1 in package server; the inspector itself is not pinned.
+		var snap inspector.Snapshot
+		if err := getJSON(ctx, client, v6+"/inspect", &snap); err != nil {
+			t.Fatal(err)
+		}
+		irqs := queueIRQs(&snap) // the inspector's reading, not the report's
+		rx := map[int]bool{}
+		for _, q := range irqs {
+			if strings.Contains(q.Name, "input") {
+				rx[atoiOr(q.Affinity, -1)] = true
+			}
+		}
+		seen := map[int]int{}
 		for range 4 * cpus {
 			var c inspector.Conn
 			if err := getJSON(ctx, client, v6+"/conn", &c); err != nil {
@@ -95,10 +113,12 @@ func TestIPv6DualStack(t *testing.T) {
 			if !strings.HasPrefix(c.Remote, "["+vm.HostAddr6+"]:") {
 				t.Errorf("connection from %s, want the host's IPv6 address %s", c.Remote, vm.HostAddr6)
 			}
-			if c.IncomingCPU < 0 || c.IncomingCPU != c.CPU {
-				t.Errorf("IPv6 connection received on cpu %d, accepted on cpu %d", c.IncomingCPU, c.CPU)
+			if !rx[c.IncomingCPU] {
+				t.Errorf("IPv6 connection received on cpu %d, which has no RX queue interrupt (%v)", c.IncomingCPU, irqs)
 			}
+			seen[c.IncomingCPU]++
 		}
+		t.Logf("IPv6 connections by receiving CPU: %v", seen)
 	})
 	t.Run("lease-log", func(t *testing.T) {
 		reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
@@ -222,4 +242,14 @@ func TestIPv6Only(t *testing.T) {
 			t.Error("no IPv6 frame counted either: the counter saw nothing")
 		}
 	})
+}
+
+// atoiOr is strconv.Atoi with a default for what is not a number (an IRQ
+// affinity list of more than one CPU).
+func atoiOr(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
 }
