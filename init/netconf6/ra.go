@@ -105,15 +105,30 @@ func inet6Flags(b []byte) (uint32, bool) {
 // netlink dump of one link and its addresses is tens of microseconds.
 const pollEvery = 20 * time.Millisecond
 
-// WaitRA waits up to wait for the kernel to record a router advertisement
-// on ifname and returns what it said. No advertisement within wait is not
-// an error: RA.Received is false.
+// rsGrace is how long after the kernel's router solicitation went out an
+// advertisement is still waited for: RFC 4861 lets a router delay its
+// answer by up to MAX_RA_DELAY_TIME (0.5 s); twice that covers a busy
+// link. On a subnet without a router this ends the wait before wait
+// itself when the kernel solicited early enough: it does so once its
+// link-local address has passed duplicate address detection, which
+// starts up to rtr_solicit_delay (1 s) after link-up and takes
+// dad_transmits × retrans_time (1 s), so 1-2 s after link-up. Measured
+// (TestAutoCostOnIPv4Subnet, the step 600 ms after link-up as in the
+// QEMU boot): the solicitation comes 1.8 s into the step, so the default
+// 2 s bound ends it, not this.
+const rsGrace = time.Second
+
+// WaitRA waits for the kernel to record a router advertisement on
+// ifname and returns what it said: up to wait, and no longer than rsGrace
+// after the kernel's router solicitation. No advertisement is not an
+// error: RA.Received is false.
 func WaitRA(ctx context.Context, ifname string, wait time.Duration) (RA, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return RA{}, fmt.Errorf("interface %s: %w", ifname, err)
 	}
 	deadline := time.Now().Add(wait)
+	solicited := false
 	for {
 		f, err := raFlags(ifi.Index)
 		if err != nil {
@@ -121,6 +136,10 @@ func WaitRA(ctx context.Context, ifname string, wait time.Duration) (RA, error) 
 		}
 		if f&ifRARcvd != 0 {
 			return RA{Received: true, Managed: f&ifRAManaged != 0, Other: f&ifRAOther != 0}, nil
+		}
+		if f&ifRSSent != 0 && !solicited {
+			solicited = true
+			deadline = minTime(deadline, time.Now().Add(rsGrace))
 		}
 		if time.Now().After(deadline) {
 			return RA{}, nil
@@ -170,4 +189,11 @@ func WaitLinkLocal(ctx context.Context, ifname string, wait time.Duration) (net.
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

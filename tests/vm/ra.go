@@ -115,6 +115,12 @@ func (r *RouterAdvertiser) run(n *Netns) {
 		}
 	}
 	defer c.Close()
+	// Router solicitations go to all-routers (ff02::2): join it, or the
+	// guest's solicitation goes unheard and it waits for the next
+	// unsolicited advertisement.
+	if err := c.JoinGroup(netip.MustParseAddr("ff02::2")); err != nil {
+		r.fail(fmt.Errorf("router advertiser: join ff02::2: %w", err))
+	}
 	ra := r.message(mac)
 	solicited := make(chan struct{}, 1)
 	r.wg.Add(1)
