@@ -87,44 +87,46 @@ func TestIPv6DualStack(t *testing.T) {
 			}
 		}
 	})
-	t.Run("v6-flow", func(t *testing.T) {
-		// The same check as the IPv4 inspection's: the flow is received
-		// in the softirq of a CPU that has an RX queue interrupt (queue
-		// i's IRQ on CPU i, RPS off; nothing there looks at the family).
-		// Which worker accepts it is the server's CBPF steering, tested
-		// over ::1 in package server; the inspector itself is not pinned.
-		var snap inspector.Snapshot
-		if err := getJSON(ctx, client, v6+"/inspect", &snap); err != nil {
-			t.Fatal(err)
-		}
-		irqs := queueIRQs(&snap) // the inspector's reading, not the report's
-		rx := map[int]bool{}
-		for _, q := range irqs {
-			if strings.Contains(q.Name, "input") {
-				rx[atoiOr(q.Affinity, -1)] = true
-			}
-		}
-		seen := map[int]int{}
-		for range 4 * cpus {
-			var c inspector.Conn
-			if err := getJSON(ctx, client, v6+"/conn", &c); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.HasPrefix(c.Remote, "["+vm.HostAddr6+"]:") {
-				t.Errorf("connection from %s, want the host's IPv6 address %s", c.Remote, vm.HostAddr6)
-			}
-			if !rx[c.IncomingCPU] {
-				t.Errorf("IPv6 connection received on cpu %d, which has no RX queue interrupt (%v)", c.IncomingCPU, irqs)
-			}
-			seen[c.IncomingCPU]++
-		}
-		t.Logf("IPv6 connections by receiving CPU: %v", seen)
-	})
+	t.Run("v6-flow", func(t *testing.T) { checkV6Flow(ctx, t, client, v6, cpus) })
 	t.Run("lease-log", func(t *testing.T) {
 		reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
 		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))
 	})
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "inspector: SIGTERM") })
+}
+
+// checkV6Flow is the IPv4 inspection's flow check over IPv6: each
+// connection is received in the softirq of a CPU that has an RX queue
+// interrupt (queue i's IRQ on CPU i, RPS off; nothing there looks at the
+// family). Which worker accepts it is the server's CBPF steering, tested
+// over ::1 in package server; the inspector itself is not pinned.
+func checkV6Flow(ctx context.Context, t *testing.T, client *http.Client, v6 string, cpus int) {
+	var snap inspector.Snapshot
+	if err := getJSON(ctx, client, v6+"/inspect", &snap); err != nil {
+		t.Fatal(err)
+	}
+	irqs := queueIRQs(&snap) // the inspector's reading, not the report's
+	rx := map[int]bool{}
+	for _, q := range irqs {
+		if strings.Contains(q.Name, "input") {
+			rx[atoiOr(q.Affinity, -1)] = true
+		}
+	}
+	seen := map[int]int{}
+	for range 4 * cpus {
+		var c inspector.Conn
+		if err := getJSON(ctx, client, v6+"/conn", &c); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(c.Remote, "["+vm.HostAddr6+"]:") {
+			t.Errorf("connection from %s, want the host's IPv6 address %s", c.Remote, vm.HostAddr6)
+		}
+		if !rx[c.IncomingCPU] {
+			t.Errorf("IPv6 connection received on cpu %d, which has no RX queue interrupt (%v)", c.IncomingCPU, irqs)
+		}
+		seen[c.IncomingCPU]++
+	}
+	t.Logf("IPv6 connections by receiving CPU: %v", seen)
 }
 
 // CheckLease6Log checks the test's DHCPv6 server's log of one boot: one
@@ -156,37 +158,7 @@ func CheckLease6Log(log []vm.Message6, leases int, errs []error) []error {
 func TestIPv6Only(t *testing.T) {
 	requireE2E(t)
 	disk := buildImageConfig(t, "", []byte("net.mode=off\nnet.ipv6=dhcp\n"))
-	fake := vm.NewFakeIMDS(vm.GuestMAC, []byte("workload.port=9090\n"))
-	var (
-		ntpSrv *vm.NTPServer
-		frames *vm.FrameCounter
-		d6     *vm.DHCP6Server
-	)
-	mac, _ := net.ParseMAC(vm.GuestMAC)
-	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, RTCBase: "2020-01-01T00:00:00", SMBIOS: []string{ec2SMBIOS}, NoDHCPv4: true,
-		Prepare: func(ns *vm.Netns) error {
-			var err error
-			if frames, err = ns.CountFrames(vm.TapName, mac); err != nil {
-				return err
-			}
-			t.Cleanup(func() { frames.Close() })
-			ra, dd, err := ns.StartDualStack()
-			if err != nil {
-				return err
-			}
-			d6 = dd
-			t.Cleanup(func() { d6.Close(); ra.Close() })
-			hs, err := ns.StartIMDS6(fake)
-			if err != nil {
-				return err
-			}
-			t.Cleanup(func() { hs.Close() })
-			if ntpSrv, err = ns.StartNTP6(); err != nil {
-				return err
-			}
-			t.Cleanup(func() { ntpSrv.Close() })
-			return nil
-		}}, 0)
+	b, fake, ntpSrv, frames, d6 := bootIPv6Only(t, disk)
 	r := b.rep
 	steps := stepsOf(r)
 
@@ -242,6 +214,45 @@ func TestIPv6Only(t *testing.T) {
 			t.Error("no IPv6 frame counted either: the counter saw nothing")
 		}
 	})
+}
+
+// bootIPv6Only boots disk as an EC2 instance in an IPv6-only subnet (see
+// TestIPv6Only) and returns the guest, the fake IMDS, the NTP server, the
+// frame counter (started before QEMU) and the DHCPv6 server.
+func bootIPv6Only(t *testing.T, disk string) (*booted, *vm.FakeIMDS, *vm.NTPServer, *vm.FrameCounter, *vm.DHCP6Server) {
+	t.Helper()
+	fake := vm.NewFakeIMDS(vm.GuestMAC, []byte("workload.port=9090\n"))
+	var (
+		ntpSrv *vm.NTPServer
+		frames *vm.FrameCounter
+		d6     *vm.DHCP6Server
+	)
+	mac, _ := net.ParseMAC(vm.GuestMAC)
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, RTCBase: "2020-01-01T00:00:00", SMBIOS: []string{ec2SMBIOS}, NoDHCPv4: true,
+		Prepare: func(ns *vm.Netns) error {
+			var err error
+			if frames, err = ns.CountFrames(vm.TapName, mac); err != nil {
+				return err
+			}
+			t.Cleanup(func() { frames.Close() })
+			ra, dd, err := ns.StartDualStack()
+			if err != nil {
+				return err
+			}
+			d6 = dd
+			t.Cleanup(func() { d6.Close(); ra.Close() })
+			hs, err := ns.StartIMDS6(fake)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { hs.Close() })
+			if ntpSrv, err = ns.StartNTP6(); err != nil {
+				return err
+			}
+			t.Cleanup(func() { ntpSrv.Close() })
+			return nil
+		}}, 0)
+	return b, fake, ntpSrv, frames, d6
 }
 
 // atoiOr is strconv.Atoi with a default for what is not a number (an IRQ
