@@ -53,7 +53,13 @@ func imdsSteps(m *machine) []boot.Step {
 		ictx, cancel := context.WithTimeout(m.ctx, imdsBudget)
 		defer cancel()
 		c := &imds.Client{}
-		var err error
+		base, err := c.Choose(ictx, imdsBases(m.cfg))
+		d["endpoint"] = base
+		if err != nil {
+			in.userData = report.UserData{Status: report.UserDataError, Note: err.Error()}
+			in.info.Error = err.Error()
+			return err
+		}
 		in.data, err = c.UserData(ictx)
 		if err != nil {
 			in.userData = report.UserData{Status: report.UserDataError, Note: err.Error()}
@@ -149,6 +155,11 @@ func timeSyncSteps(m *machine) []boot.Step {
 				why += " (" + platform.Why + ")"
 			}
 			return boot.Skip("%s", why)
+		}
+		if server == config.AmazonTimeSync {
+			if server = chooseTimeSync(m, in.ec2); server == "" {
+				return boot.Skip("no address family to reach Amazon Time Sync (net.mode=off, net.ipv6=off)")
+			}
 		}
 		in.sync = timesync.New(timesync.Options{Server: server, Clock: timesync.System{},
 			Log: func(f string, a ...any) { con.Logf("time-sync: "+f, a...) },

@@ -37,6 +37,7 @@ var sequence = []func(*machine) []boot.Step{
 	numaSteps,           // NUMA nodes, the NIC's node, queue CPUs local first (nitro.go)
 	nicTuneSteps,        // channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS, NAPI deferral
 	networkSteps,        // DHCP, static address, or none
+	ipv6Steps,           // IPv6: DHCPv6, SLAAC, static or off (ipv6.go)
 	imdsSteps,           // user-data and identity from IMDSv2, on EC2 (instance.go)
 	userDataSteps,       // user-data as configuration
 	userDataSysctlSteps, // sysctls user-data changed, applied again

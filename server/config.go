@@ -19,8 +19,11 @@ type Config struct {
 	// listeners join the SO_REUSEPORT group. Empty means every CPU in the
 	// process's affinity mask.
 	CPUs []int
-	Addr string // IP address to listen on; "" is 0.0.0.0
-	Port int    // TCP port; 0 picks a free one (see Server.Port)
+	// Addr is the IP address to listen on, IPv4 or IPv6 ("::1",
+	// "fe80::1%eth0"). "" and "::" are both families on one dual-stack
+	// socket per CPU (see reuseport.DualStack); "0.0.0.0" is IPv4 only.
+	Addr string
+	Port int // TCP port; 0 picks a free one (see Server.Port)
 
 	Backlog  int  // listen backlog per worker (the kernel caps it at net.core.somaxconn)
 	NoDelay  bool // TCP_NODELAY: a response goes out at once, never held by Nagle
@@ -189,7 +192,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.CPUs = cpus
 		return nil
 	})
-	fs.StringVar(&c.Addr, "addr", c.Addr, "IP address to listen on (default 0.0.0.0)")
+	fs.StringVar(&c.Addr, "addr", c.Addr, "IP address to listen on, IPv4 or IPv6 (default both families: [::] with IPv4 mapped)")
 	fs.IntVar(&c.Port, "port", c.Port, "TCP port (default $HOTPATH_PORT or 8080; 0 picks one)")
 	fs.IntVar(&c.Backlog, "backlog", c.Backlog, "listen backlog per worker")
 	fs.BoolVar(&c.NoDelay, "nodelay", c.NoDelay, "set TCP_NODELAY")

@@ -270,7 +270,7 @@ func (s *Server) logReady(addr netip.Addr) {
 		fmt.Fprintf(s.cfg.Log, "hotpath: epoll busy polling: %s%s\n", s.busyPoll, s.sockPrefer)
 	}
 	fmt.Fprintf(s.cfg.Log, "hotpath: ready: %d workers on cpus %s listening on %s\n",
-		len(s.cpus), cpuString(s.cpus), netip.AddrPortFrom(addrOrAny(addr), uint16(s.port)))
+		len(s.cpus), cpuString(s.cpus), netip.AddrPortFrom(reuseport.Resolve(addr), uint16(s.port)))
 }
 
 // releaseThreshold is how far MemoryInUse must fall from its peak before
@@ -328,13 +328,6 @@ func (s *Server) releaseMemory() {
 
 // Ready is closed once Start has succeeded.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
-
-func addrOrAny(a netip.Addr) netip.Addr {
-	if a.IsValid() {
-		return a
-	}
-	return netip.IPv4Unspecified()
-}
 
 // abort stops every worker at once.
 func (s *Server) abort() {

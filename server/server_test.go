@@ -111,7 +111,16 @@ func start(t *testing.T, mod func(*server.Config)) (*server.Server, string) {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	return s, "127.0.0.1:" + strconv.Itoa(s.Port())
+	return s, net.JoinHostPort(loopbackFor(cfg.Addr), strconv.Itoa(s.Port()))
+}
+
+// loopbackFor is the loopback address a client uses to reach a server
+// listening on addr: ::1 for the dual-stack default.
+func loopbackFor(addr string) string {
+	if addr == "" || addr == "::" {
+		return "::1"
+	}
+	return addr
 }
 
 func affinity(t *testing.T) []int {
@@ -508,21 +517,28 @@ func TestLocality(t *testing.T) {
 		t.Skip("needs two CPUs")
 	}
 	cpus = cpus[:2]
-	s, addr := start(t, func(c *server.Config) { c.CPUs = cpus })
-	if got := s.CPUs(); len(got) != 2 || got[0] != cpus[0] || got[1] != cpus[1] {
-		t.Fatalf("workers on %v, want %v", got, cpus)
-	}
-	// One P beyond the workers' own (see reserveIdleP).
-	if p := runtime.GOMAXPROCS(0); p < 3 {
-		t.Errorf("GOMAXPROCS %d with two workers, want at least 3", p)
-	}
-	for round := range 3 {
-		for _, cpu := range cpus {
-			worker, incoming := askFromCPU(t, addr, cpu)
-			if worker != cpu || incoming != cpu {
-				t.Errorf("round %d: client on cpu %d served by worker %d, SO_INCOMING_CPU %d", round, cpu, worker, incoming)
+	// The same over each family, and over both into the dual-stack
+	// default (an IPv4 client reaches it as a v4-mapped address).
+	for _, fam := range families {
+		t.Run(fam.name, func(t *testing.T) {
+			s, _ := start(t, func(c *server.Config) { c.CPUs, c.Addr = cpus, fam.listen })
+			addr := net.JoinHostPort(fam.dial, strconv.Itoa(s.Port()))
+			if got := s.CPUs(); len(got) != 2 || got[0] != cpus[0] || got[1] != cpus[1] {
+				t.Fatalf("workers on %v, want %v", got, cpus)
 			}
-		}
+			// One P beyond the workers' own (see reserveIdleP).
+			if p := runtime.GOMAXPROCS(0); p < 3 {
+				t.Errorf("GOMAXPROCS %d with two workers, want at least 3", p)
+			}
+			for round := range 3 {
+				for _, cpu := range cpus {
+					worker, incoming := askFromCPU(t, addr, cpu)
+					if worker != cpu || incoming != cpu {
+						t.Errorf("round %d: client on cpu %d served by worker %d, SO_INCOMING_CPU %d", round, cpu, worker, incoming)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -574,13 +590,17 @@ func onCPU(addr string, cpu int, use func(fd int) error) error {
 			ch <- err
 			return
 		}
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		ap := mustAddrPort(addr)
+		family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
+		if ap.Addr().Is4() {
+			family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+		}
+		fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			ch <- err
 			return
 		}
-		ap := mustAddrPort(addr)
-		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+		if err := unix.Connect(fd, sa); err != nil {
 			unix.Close(fd)
 			ch <- err
 			return

@@ -67,7 +67,7 @@ type Key struct {
 // and handled beside it), grouped by the part of the init that uses them.
 // It is the single source for parsing, defaults, the effective-config map
 // in the boot report, and the package documentation (KeyTable, doc.go).
-var Keys = slices.Concat(workloadKeys, instanceKeys, netKeys, nicKeys, systemKeys)
+var Keys = slices.Concat(workloadKeys, instanceKeys, netKeys, ipv6Keys, nicKeys, systemKeys)
 
 // workloadKeys configure the workload's process and its probes.
 var workloadKeys = []Key{
@@ -147,6 +147,7 @@ type Net struct {
 	DHCPTimeout    time.Duration // net.dhcp_timeout: per attempt
 	DHCPRetries    int           // net.dhcp_retries
 	DHCPBackoffMax time.Duration // net.dhcp_backoff_max: background attempts back off up to it
+	IPv6           IPv6          // net.ipv6* (ipv6.go)
 }
 
 // NetMode is net.mode: how the primary interface gets its address.
@@ -550,6 +551,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Liveness.Probe != "off" && (c.Liveness.Interval <= 0 || c.Liveness.Timeout <= 0) {
 		errs = append(errs, fmt.Errorf("config: liveness.probe needs a positive liveness.interval and liveness.timeout"))
+	}
+	if err := c.validateIPv6(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Net.DHCPBackoffMax <= 0 {
 		errs = append(errs, fmt.Errorf("config: net.dhcp_backoff_max must be positive"))

@@ -45,6 +45,13 @@
 //	net.dhcp_timeout           [5s] timeout of one DHCP exchange attempt
 //	net.dhcp_retries           [5] DHCP attempts before the step fails (then retried in the background)
 //	net.dhcp_backoff_max       [1m0s] cap of the back-off between background DHCP attempts after boot
+//	net.ipv6                   [auto] auto (follow the router advertisement: DHCPv6 if managed, else
+//	                              SLAAC), dhcp, slaac, static or off
+//	net.ipv6_address           [] net.ipv6=static: address in CIDR form, e.g. 2001:db8::10/64
+//	net.ipv6_gateway           [] net.ipv6=static: default gateway, often the router's link-local
+//	                              fe80::1 (optional)
+//	net.ipv6_ra_wait           [2s] longest wait for a router advertisement (auto, dhcp, slaac); bounds
+//	                              what an IPv4-only subnet pays
 //	nic.channels               [0] combined channels; 0 = min(driver maximum, workload CPUs)
 //	nic.coalesce               [adaptive] adaptive (adaptive RX, static fallback), static, or off (leave
 //	                              as is)

@@ -13,7 +13,9 @@ package reuseport
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,9 +30,14 @@ const (
 
 // Options are the socket options of every listener in the group.
 type Options struct {
-	Addr    netip.Addr // IPv4 or IPv6 address to bind; the zero Addr means 0.0.0.0
-	Port    int        // 0 picks a free port (the same for every socket)
-	Backlog int        // listen(2) backlog, capped by net.core.somaxconn
+	// Addr is the IPv4 or IPv6 address to bind. The zero Addr and "::"
+	// mean both families: one IPv6 socket per CPU with IPV6_V6ONLY off,
+	// which takes IPv4 connections as v4-mapped addresses (the zero Addr
+	// falls back to 0.0.0.0 where the kernel has no IPv6). "0.0.0.0" is
+	// IPv4 only. See DualStack for why one group rather than two.
+	Addr    netip.Addr
+	Port    int // 0 picks a free port (the same for every socket)
+	Backlog int // listen(2) backlog, capped by net.core.somaxconn
 	// RecvBuf and SendBuf set SO_RCVBUF/SO_SNDBUF on the listeners; accepted
 	// sockets inherit them. 0 keeps the kernel's autotuning.
 	RecvBuf, SendBuf int
@@ -57,6 +64,7 @@ func Listen(cpus []int, o Options) (fds []int, port int, err error) {
 			fds = nil
 		}
 	}()
+	o.Addr = Resolve(o.Addr)
 	port = o.Port
 	if port != 0 {
 		if err := probeFree(o); err != nil {
@@ -110,6 +118,12 @@ func probeFree(o Options) error {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return fmt.Errorf("reuseport: probe setsockopt SO_REUSEADDR: %w", err)
 	}
+	if family == unix.AF_INET6 {
+		// A dual-stack probe also collides with an IPv4 listener.
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, v6only(addr)); err != nil {
+			return fmt.Errorf("reuseport: probe setsockopt IPV6_V6ONLY: %w", err)
+		}
+	}
 	if err := unix.Bind(fd, sa); err != nil {
 		if err == unix.EADDRINUSE {
 			return fmt.Errorf("reuseport: %s: address already in use (another process listens on the port; not joining its SO_REUSEPORT group)", netip.AddrPortFrom(addr, uint16(o.Port)))
@@ -119,16 +133,63 @@ func probeFree(o Options) error {
 	return nil
 }
 
-// sockaddr returns the address to bind (0.0.0.0 for the zero Addr), its
-// socket family and its sockaddr.
+// DualStack reports whether listeners for a are IPv6 sockets that also take
+// IPv4 (IPV6_V6ONLY off): the zero Addr and "::".
+//
+// One dual-stack group rather than one group per family: both keep the
+// CBPF steering (the program reads only the receiving CPU, whatever the
+// family), but two groups double the listening sockets, the epoll
+// registrations and the accept paths of every worker, and a v4-mapped
+// connection costs nothing measurable over a native IPv4 one (the figures
+// are in the commit that made this the default and in BenchmarkFamilies).
+func DualStack(a netip.Addr) bool {
+	return !a.IsValid() || a == netip.IPv6Unspecified()
+}
+
+// Resolve returns the address Listen binds for a: "::" for the zero Addr
+// when the kernel has IPv6, 0.0.0.0 when it has not.
+func Resolve(a netip.Addr) netip.Addr {
+	if a.IsValid() {
+		return a
+	}
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		// EAFNOSUPPORT: a kernel without IPv6 or booted with
+		// ipv6.disable=1; IPv4 alone is then all there is.
+		return netip.IPv4Unspecified()
+	}
+	unix.Close(fd)
+	return netip.IPv6Unspecified()
+}
+
+// sockaddr returns the address to bind (see Resolve for the zero Addr),
+// its socket family and its sockaddr.
 func sockaddr(a netip.Addr, port int) (netip.Addr, int, unix.Sockaddr) {
 	if !a.IsValid() {
-		a = netip.IPv4Unspecified()
+		a = Resolve(a)
 	}
 	if a.Is6() && !a.Is4In6() {
-		return a, unix.AF_INET6, &unix.SockaddrInet6{Port: port, Addr: a.As16()}
+		sa := &unix.SockaddrInet6{Port: port, Addr: a.As16()}
+		if z := a.Zone(); z != "" {
+			// A link-local literal such as fe80::1%eth0: the kernel
+			// wants the interface index.
+			if ifi, err := net.InterfaceByName(z); err == nil {
+				sa.ZoneId = uint32(ifi.Index)
+			} else if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+				sa.ZoneId = uint32(n)
+			}
+		}
+		return a, unix.AF_INET6, sa
 	}
 	return a, unix.AF_INET, &unix.SockaddrInet4{Port: port, Addr: a.As4()}
+}
+
+// v6only is the IPV6_V6ONLY value of an IPv6 listener for a.
+func v6only(a netip.Addr) int {
+	if DualStack(a) {
+		return 0
+	}
+	return 1
 }
 
 func listenOne(o Options, port int) (fd int, err error) {
@@ -154,6 +215,9 @@ func listenOne(o Options, port int) (fd int, err error) {
 		{"SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, o.RecvBuf, o.RecvBuf <= 0},
 		{"SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, o.SendBuf, o.SendBuf <= 0},
 		{"SO_BUSY_POLL", unix.SOL_SOCKET, unix.SO_BUSY_POLL, o.BusyPoll, o.BusyPoll <= 0},
+		// Set either way on an IPv6 socket so that the sysctl
+		// net.ipv6.bindv6only cannot change what "::" means.
+		{"IPV6_V6ONLY", unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, v6only(o.Addr), family != unix.AF_INET6},
 	}
 	for _, so := range opts {
 		if so.skip {

@@ -171,47 +171,138 @@ func TestListen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p := sa.(*unix.SockaddrInet4).Port; p != port {
-			t.Errorf("fd %d on port %d, want %d", fd, p, port)
+		// The default is both families: an IPv6 socket on "::" with
+		// IPV6_V6ONLY off.
+		if sa6, ok := sa.(*unix.SockaddrInet6); !ok || sa6.Addr != [16]byte{} || sa6.Port != port {
+			t.Errorf("fd %d bound to %#v, want [::]:%d", fd, sa, port)
 		}
 		if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT); err != nil || v != 1 {
 			t.Errorf("SO_REUSEPORT = %d, %v", v, err)
 		}
+		if v, err := unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY); err != nil || v != 0 {
+			t.Errorf("IPV6_V6ONLY = %d, %v; want 0", v, err)
+		}
 	}
 	// Accepted sockets inherit the listener's options: the server relies
-	// on it to avoid setsockopt calls per connection.
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(c)
-	if err := unix.Connect(c, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	var afd int
-	for _, fd := range fds {
-		if afd, _, err = unix.Accept(fd); err == nil {
-			break
+	// on it to avoid setsockopt calls per connection. Both families reach
+	// the group.
+	for _, lo := range []string{"127.0.0.1", "::1"} {
+		c := dial(t, netip.AddrPortFrom(netip.MustParseAddr(lo), uint16(port)))
+		afd := acceptOne(t, fds)
+		for _, o := range []struct {
+			name       string
+			level, opt int
+			want       int
+		}{
+			{"TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
+			{"SO_BUSY_POLL", unix.SOL_SOCKET, unix.SO_BUSY_POLL, 50},
+		} {
+			if v, err := unix.GetsockoptInt(afd, o.level, o.opt); err != nil || v != o.want {
+				t.Errorf("%s: accepted socket %s = %d, %v; want %d", lo, o.name, v, err, o.want)
+			}
 		}
-	}
-	if err != nil {
-		t.Fatalf("accept on every listener: %v", err)
-	}
-	defer unix.Close(afd)
-	for _, o := range []struct {
-		name       string
-		level, opt int
-		want       int
-	}{
-		{"TCP_NODELAY", unix.IPPROTO_TCP, unix.TCP_NODELAY, 1},
-		{"SO_BUSY_POLL", unix.SOL_SOCKET, unix.SO_BUSY_POLL, 50},
-	} {
-		if v, err := unix.GetsockoptInt(afd, o.level, o.opt); err != nil || v != o.want {
-			t.Errorf("accepted socket %s = %d, %v; want %d", o.name, v, err, o.want)
-		}
+		unix.Close(afd)
+		unix.Close(c)
 	}
 	if _, _, err := Listen(nil, Options{}); err == nil {
 		t.Error("Listen with no CPUs succeeded")
+	}
+}
+
+// dial connects a blocking socket to ap.
+func dial(t *testing.T, ap netip.AddrPort) int {
+	t.Helper()
+	c, err := unix.Socket(familyOf(ap.Addr()), unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Connect(c, toSockaddr(ap)); err != nil {
+		unix.Close(c)
+		t.Fatalf("connect %v: %v", ap, err)
+	}
+	return c
+}
+
+// acceptOne accepts one connection from whichever listener has it.
+func acceptOne(t *testing.T, fds []int) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, fd := range fds {
+			if afd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC); err == nil {
+				return afd
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no connection accepted on any listener")
+	return -1
+}
+
+func familyOf(a netip.Addr) int {
+	if a.Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+func toSockaddr(ap netip.AddrPort) unix.Sockaddr {
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+}
+
+// portOf is the port of an IPv4 or IPv6 socket address.
+func portOf(sa unix.Sockaddr) int {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return sa.Port
+	case *unix.SockaddrInet6:
+		return sa.Port
+	}
+	return -1
+}
+
+// TestListenFamilies checks what each kind of address binds: IPv4 only,
+// IPv6 only, or both, and that an explicit IPv6 address is not dual-stack.
+func TestListenFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		v4, v6 bool
+	}{
+		{"127.0.0.1", true, false},
+		{"0.0.0.0", true, false},
+		{"::1", false, true},
+		{"::", true, true},
+		{"", true, true},
+	} {
+		var a netip.Addr
+		if tc.addr != "" {
+			a = netip.MustParseAddr(tc.addr)
+		}
+		fds, port, err := Listen([]int{0}, Options{Addr: a})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.addr, err)
+		}
+		for _, lo := range []struct {
+			addr string
+			want bool
+		}{{"127.0.0.1", tc.v4}, {"::1", tc.v6}} {
+			ap := netip.AddrPortFrom(netip.MustParseAddr(lo.addr), uint16(port))
+			c, err := unix.Socket(familyOf(ap.Addr()), unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = unix.Connect(c, toSockaddr(ap))
+			unix.Close(c)
+			if (err == nil) != lo.want {
+				t.Errorf("listening on %q: connect %v: %v, want reachable %v", tc.addr, ap, err, lo.want)
+			}
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
 	}
 }
 
@@ -225,7 +316,8 @@ func TestListenRefusesTakenPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, addr := range []netip.Addr{lo, {}} {
+	// The dual-stack default and "::" collide with an IPv4 listener too.
+	for _, addr := range []netip.Addr{lo, {}, netip.IPv6Unspecified()} {
 		fds, _, err := Listen([]int{0}, Options{Addr: addr, Port: port})
 		if err == nil || !strings.Contains(err.Error(), "address already in use") {
 			t.Errorf("second group on %v port %d: %v, want address already in use", addr, port, err)
@@ -272,29 +364,47 @@ func TestSteeringOverLoopback(t *testing.T) {
 		reversed[len(group)-1-i] = c
 	}
 	perCPU := max(16, 128/len(cpus))
-	for _, order := range [][]int{group, reversed} {
-		fds, port, err := Listen(order, Options{Addr: netip.MustParseAddr("127.0.0.1"), Backlog: 2 * perCPU})
-		if err != nil {
-			t.Fatal(err)
+	// The same over IPv4, IPv6, and both families into one dual-stack
+	// group (v4-mapped connections are steered by the same program).
+	for _, fam := range []struct{ bind, dial string }{
+		{"127.0.0.1", "127.0.0.1"},
+		{"::1", "::1"},
+		{"::", "127.0.0.1"},
+		{"::", "::1"},
+	} {
+		for _, order := range [][]int{group, reversed} {
+			steerOnce(t, order, cpus, perCPU, netip.MustParseAddr(fam.bind), netip.MustParseAddr(fam.dial))
 		}
-		for _, cpu := range cpus {
-			want := slices.Index(order, cpu)
-			clients, ports := dialFrom(t, cpu, port, perCPU)
-			got := acceptAll(t, fds, len(ports))
-			wrong := 0
-			for _, p := range ports {
-				if got[p] != want {
-					wrong++
-				}
-			}
-			if wrong > 0 {
-				t.Errorf("group %v: %d of %d connections from cpu %d accepted on other sockets than its own, %d", order, wrong, len(ports), cpu, want)
-			}
-			for _, fd := range clients {
-				unix.Close(fd)
-			}
-		}
+	}
+}
+
+// steerOnce builds a group for order on bind and checks that connections
+// to dial from each of cpus land on that CPU's socket.
+func steerOnce(t *testing.T, order, cpus []int, perCPU int, bind, dialAddr netip.Addr) {
+	t.Helper()
+	fds, port, err := Listen(order, Options{Addr: bind, Backlog: 2 * perCPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
 		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, cpu := range cpus {
+		want := slices.Index(order, cpu)
+		clients, ports := dialFrom(t, cpu, netip.AddrPortFrom(dialAddr, uint16(port)), perCPU)
+		got := acceptAll(t, fds, len(ports))
+		wrong := 0
+		for _, p := range ports {
+			if got[p] != want {
+				wrong++
+			}
+		}
+		if wrong > 0 {
+			t.Errorf("group %v on %v, clients to %v: %d of %d connections from cpu %d accepted on other sockets than its own, %d", order, bind, dialAddr, wrong, len(ports), cpu, want)
+		}
+		for _, fd := range clients {
 			unix.Close(fd)
 		}
 	}
@@ -315,11 +425,11 @@ func usableCPUs(t *testing.T) []int {
 	return cpus
 }
 
-// dialFrom connects n times to 127.0.0.1:port from a thread pinned to
-// cpu and returns the client sockets and their local ports. The thread
-// is locked and never unlocked, so it ends with the goroutine and its
-// affinity goes with it.
-func dialFrom(t *testing.T, cpu, port, n int) (fds, ports []int) {
+// dialFrom connects n times to ap from a thread pinned to cpu and
+// returns the client sockets and their local ports. The thread is locked
+// and never unlocked, so it ends with the goroutine and its affinity goes
+// with it.
+func dialFrom(t *testing.T, cpu int, ap netip.AddrPort, n int) (fds, ports []int) {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
@@ -331,13 +441,13 @@ func dialFrom(t *testing.T, cpu, port, n int) (fds, ports []int) {
 			return
 		}
 		for range n {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			fd, err := unix.Socket(familyOf(ap.Addr()), unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
 				errc <- err
 				return
 			}
 			fds = append(fds, fd)
-			if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			if err := unix.Connect(fd, toSockaddr(ap)); err != nil {
 				errc <- err
 				return
 			}
@@ -346,7 +456,7 @@ func dialFrom(t *testing.T, cpu, port, n int) (fds, ports []int) {
 				errc <- err
 				return
 			}
-			ports = append(ports, sa.(*unix.SockaddrInet4).Port)
+			ports = append(ports, portOf(sa))
 		}
 		errc <- nil
 	}()
@@ -383,7 +493,7 @@ func acceptAll(t *testing.T, fds []int, n int) map[int]int {
 					break // EAGAIN: this queue is empty for now
 				}
 				unix.Close(afd)
-				got[sa.(*unix.SockaddrInet4).Port] = i
+				got[portOf(sa)] = i
 			}
 		}
 	}

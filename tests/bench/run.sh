@@ -21,7 +21,9 @@
 #
 # Usage: tests/bench/run.sh      (make bench)
 # Env:   ROUNDS=3 DURATION=5s CONNS=256 DEPTH=16 SERVER_CPU=0 CLIENT_CPU=1
-#        PEERS="hotpath cfloor fasthttp nethttp nginx epoll"
+#        PEERS="hotpath hotpath6 cfloor fasthttp nethttp nginx epoll"
+#        (hotpath6: the same binary on its dual-stack default, wrk to [::1]:
+#        the IPv4/IPv6 line under the table)
 #        KEEP=1 keeps the work directory (wrk output, strace summaries, logs)
 #        BASELINE=<git revision> also builds that revision's hotpath-json and
 #        runs it as the peer "baseline": before/after in the same run
@@ -35,7 +37,7 @@ CONNS=${CONNS:-256}
 DEPTH=${DEPTH:-16}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
-PEERS=${PEERS:-"hotpath cfloor fasthttp nethttp nginx epoll"}
+PEERS=${PEERS:-"hotpath hotpath6 cfloor fasthttp nethttp nginx epoll"}
 BASE_PORT=${BASE_PORT:-18480}
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -85,10 +87,16 @@ fi
 
 port_of() {
 	local i=0 p
-	for p in hotpath fasthttp nethttp nginx epoll cfloor baseline; do
+	for p in hotpath fasthttp nethttp nginx epoll cfloor baseline hotpath6; do
 		[[ $p == "$1" ]] && { echo $((BASE_PORT + i)); return; }
 		i=$((i + 1))
 	done
+}
+
+# host_of NAME: the address wrk connects to: [::1] for hotpath6, the
+# IPv6 side of hotpath's dual-stack default.
+host_of() {
+	if [[ $1 == hotpath6 ]]; then echo "[::1]"; else echo 127.0.0.1; fi
 }
 
 # start_server NAME [extra hotpath flags]: starts NAME pinned to SERVER_CPU
@@ -103,6 +111,11 @@ start_server() {
 		if [[ $name == hotpath ]]; then extra=${HOTPATH_ARGS:-}; else extra=${BASELINE_ARGS:-}; fi
 		# shellcheck disable=SC2086 # extra is a list of flags
 		taskset -c "$SERVER_CPU" "$WORK/$name" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU" $extra "$@" \
+			2>"$WORK/$name.log" &
+		;;
+	hotpath6)
+		# shellcheck disable=SC2086 # extra is a list of flags
+		taskset -c "$SERVER_CPU" "$WORK/hotpath" -addr :: -port "$port" -cpus "$SERVER_CPU" ${HOTPATH_ARGS:-} "$@" \
 			2>"$WORK/$name.log" &
 		;;
 	fasthttp | nethttp | epoll | cfloor)
@@ -152,7 +165,7 @@ wrk_run() {
 	if [[ $mode == pipelined ]]; then
 		args+=(-s "$BENCH/pipeline.lua")
 	fi
-	out=$(taskset -c "$CLIENT_CPU" wrk "${args[@]}" "http://127.0.0.1:$port/json" -- "$DEPTH")
+	out=$(taskset -c "$CLIENT_CPU" wrk "${args[@]}" "http://$(host_of "$name"):$port/json" -- "$DEPTH")
 	printf '### %s %s\n%s\n' "$name" "$mode" "$out" >>"$WORK/wrk.log"
 	echo "$out" | awk '
 		/Requests\/sec:/ { rps = $2 }
@@ -181,7 +194,7 @@ for ((round = 0; round < ROUNDS; round++)); do
 	for ((k = 0; k < n; k++)); do
 		name=${peers[$(((k + round) % n))]}
 		start_server "$name"
-		taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1s "http://127.0.0.1:$(port_of "$name")/json" >/dev/null # warm-up
+		taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1s "http://$(host_of "$name"):$(port_of "$name")/json" >/dev/null # warm-up
 		for mode in plain pipelined; do
 			t0=$(cpu_ticks "$SERVER_PID")
 			c0=$(ctx_switches "$SERVER_PID")
@@ -210,7 +223,7 @@ syscalls_per_request() {
 	strace -c -f -p "$SERVER_PID" -o "$WORK/strace.$name.$depth" 2>/dev/null &
 	local spid=$!
 	sleep 1
-	reqs=$(taskset -c "$CLIENT_CPU" "$WORK/fixedload" -addr "127.0.0.1:$port" -c "$conns" -n "$perconn" -depth "$depth" |
+	reqs=$(taskset -c "$CLIENT_CPU" "$WORK/fixedload" -addr "$(host_of "$name"):$port" -c "$conns" -n "$perconn" -depth "$depth" |
 		sed -n 's/^requests=\([0-9]*\).*/\1/p')
 	kill -INT "$spid"
 	wait "$spid" 2>/dev/null || true
@@ -276,6 +289,15 @@ for name in "${peers[@]}"; do
 		BEGIN { printf "  vs %-9s req/s plain %5.2fx pipelined %5.2fx   cpu/request plain %5.2fx pipelined %5.2fx\n",
 			n, r(hp, pp), r(hq, pq), r(pc, hc), r(pd, hd) }'
 done
+if [[ " ${peers[*]} " == *" hotpath6 "* ]]; then
+	echo
+	echo "IPv4 and IPv6 side by side: hotpath on 127.0.0.1 (IPv4 socket) and on [::1] (its dual-stack default, IPv6 client):"
+	awk -v a="${MED[hotpath.plain]}" -v b="${MED[hotpath6.plain]}" -v c="${MED[hotpath.pipelined]}" -v d="${MED[hotpath6.pipelined]}" \
+		-v e="${MED[hotpath.plain.cpu]}" -v f="${MED[hotpath6.plain.cpu]}" -v g="${MED[hotpath.pipelined.cpu]}" -v h="${MED[hotpath6.pipelined.cpu]}" \
+		'function r(x, y) { return y > 0 ? x / y : 0 }
+		BEGIN { printf "  req/s plain v4 %.0f v6 %.0f (v6/v4 %.2fx), pipelined v4 %.0f v6 %.0f (%.2fx)\n", a, b, r(b, a), c, d, r(d, c)
+			printf "  cpu us/request plain v4 %.2f v6 %.2f (v6/v4 %.2fx), pipelined v4 %.2f v6 %.2f (%.2fx)\n", e, f, r(f, e), g, h, r(h, g) }'
+fi
 echo
 echo "context switches of the server's threads per 1000 requests (plain, pipelined):"
 for name in "${peers[@]}"; do

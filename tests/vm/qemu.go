@@ -120,6 +120,9 @@ type Config struct {
 	// DHCPLease is the lease time StartGuest's DHCP server gives
 	// (default an hour); a short one makes a client that renews show.
 	DHCPLease time.Duration
+	// NoDHCPv4 starts no DHCPv4 server: an IPv6-only subnet (Prepare
+	// sets up the IPv6 side, e.g. Netns.StartDualStack).
+	NoDHCPv4 bool
 
 	OVMFCode, OVMFVars string // default: the Machine's (Debian's OVMF or AAVMF)
 	// Dir holds the firmware variables copy, the QMP socket and the
@@ -461,18 +464,20 @@ func StartGuest(ctx context.Context, cfg Config) (*Guest, error) {
 		g.Close()
 		return nil, err
 	}
-	g.DHCP, err = ns.StartDHCP(DHCPConfig{
-		Iface:    TapName,
-		ServerIP: netIP(HostAddr),
-		ClientIP: netIP(GuestAddr),
-		Mask:     netMask24,
-		Router:   netIP(HostAddr),
-		Lease:    cfg.DHCPLease,
-		MTU:      GuestMTU,
-	})
-	if err != nil {
-		g.Close()
-		return nil, err
+	if !cfg.NoDHCPv4 {
+		g.DHCP, err = ns.StartDHCP(DHCPConfig{
+			Iface:    TapName,
+			ServerIP: netIP(HostAddr),
+			ClientIP: netIP(GuestAddr),
+			Mask:     netMask24,
+			Router:   netIP(HostAddr),
+			Lease:    cfg.DHCPLease,
+			MTU:      GuestMTU,
+		})
+		if err != nil {
+			g.Close()
+			return nil, err
+		}
 	}
 	if cfg.Prepare != nil {
 		if err := cfg.Prepare(ns); err != nil {

@@ -189,6 +189,10 @@ var ec2Actions = map[string]queryAction{
 	"CreateLaunchTemplateVersion": {querySpec{
 		"LaunchTemplateId": str, "LaunchTemplateName": str, "SourceVersion": str, "VersionDescription": str,
 		"LaunchTemplateData.ImageId": str, "ClientToken": str,
+		"LaunchTemplateData.MetadataOptions.HttpEndpoint": str, "LaunchTemplateData.MetadataOptions.HttpTokens": str,
+		"LaunchTemplateData.MetadataOptions.HttpProtocolIpv6":    str,
+		"LaunchTemplateData.NetworkInterface.1.DeviceIndex":      str,
+		"LaunchTemplateData.NetworkInterface.1.Ipv6AddressCount": str,
 	}, (*Server).createLaunchTemplateVersion},
 	"ModifyLaunchTemplate": {querySpec{"LaunchTemplateId": str, "LaunchTemplateName": str, "SetDefaultVersion": str, "ClientToken": str},
 		(*Server).modifyLaunchTemplate},

@@ -15,6 +15,17 @@ type LaunchTemplate struct {
 	// Images holds each version's AMI; version n is Images[n-1].
 	Images       []string
 	Descriptions []string
+	// Options holds each version's IPv6 launch options as given (version
+	// n is Options[n-1]): what the rollout asked EC2 for.
+	Options []VersionOptions
+}
+
+// VersionOptions are the IPv6-related launch template data of a version:
+// the metadata options (HttpProtocolIpv6 "enabled" turns on the IMDS
+// IPv6 endpoint) and the primary interface's IPv6 address count.
+type VersionOptions struct {
+	HTTPEndpoint, HTTPTokens, HTTPProtocolIPv6 string
+	IPv6AddressCount                           int
 }
 
 // Group is an Auto Scaling group: its instances run one launch template
@@ -60,7 +71,8 @@ type Refresh struct {
 func (s *Server) AddLaunchTemplate(region, name, image string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lt := &LaunchTemplate{ID: s.nextID("lt"), Name: name, Region: region, Default: 1, Images: []string{image}, Descriptions: []string{""}}
+	lt := &LaunchTemplate{ID: s.nextID("lt"), Name: name, Region: region, Default: 1, Images: []string{image}, Descriptions: []string{""},
+		Options: []VersionOptions{{}}}
 	s.templates[lt.ID] = lt
 	return lt.ID
 }
@@ -183,8 +195,13 @@ func (s *Server) createLaunchTemplateVersion(p map[string]string, region string)
 	if len(p["VersionDescription"]) > 255 {
 		return "", badParam("VersionDescription longer than 255 characters")
 	}
+	opts, f := versionOptions(p)
+	if f != nil {
+		return "", f
+	}
 	lt.Images = append(lt.Images, img)
 	lt.Descriptions = append(lt.Descriptions, p["VersionDescription"])
+	lt.Options = append(lt.Options, opts)
 	return "<launchTemplateVersion>" + lt.versionXML(len(lt.Images)) + "</launchTemplateVersion>", nil
 }
 
@@ -520,4 +537,32 @@ func (s *Server) finish(g *Group, rf *Refresh) {
 	lt := s.templates[rf.TemplateID]
 	v, _ := lt.resolve(rf.Version)
 	g.TemplateID, g.Version, g.Running = rf.TemplateID, rf.Version, lt.Images[v-1]
+}
+
+// versionOptions reads and checks the IPv6 launch options of a new
+// version as EC2 does: the enum values, and an interface with an IPv6
+// address count needs its device index.
+func versionOptions(p map[string]string) (VersionOptions, *Fault) {
+	const md = "LaunchTemplateData.MetadataOptions."
+	o := VersionOptions{HTTPEndpoint: p[md+"HttpEndpoint"], HTTPTokens: p[md+"HttpTokens"], HTTPProtocolIPv6: p[md+"HttpProtocolIpv6"]}
+	for name, v := range map[string]string{"HttpEndpoint": o.HTTPEndpoint, "HttpProtocolIpv6": o.HTTPProtocolIPv6} {
+		if v != "" && v != "enabled" && v != "disabled" {
+			return o, badParam("%s%s must be enabled or disabled", md, name)
+		}
+	}
+	if v := o.HTTPTokens; v != "" && v != "required" && v != "optional" {
+		return o, badParam("%sHttpTokens must be required or optional", md)
+	}
+	const ni = "LaunchTemplateData.NetworkInterface.1."
+	if c := p[ni+"Ipv6AddressCount"]; c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 0 {
+			return o, badParam("%sIpv6AddressCount must be a non-negative integer", ni)
+		}
+		if p[ni+"DeviceIndex"] != "0" {
+			return o, badParam("%sDeviceIndex is required with Ipv6AddressCount", ni)
+		}
+		o.IPv6AddressCount = n
+	}
+	return o, nil
 }

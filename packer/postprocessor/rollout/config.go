@@ -33,6 +33,18 @@ type Target struct {
 	// Auto Scaling groups to move onto the new version with an Instance
 	// Refresh; none: only the template version (and the parameter).
 	AutoScalingGroups []string `mapstructure:"auto_scaling_groups"`
+	// HTTPProtocolIPv6 enables the metadata service's IPv6 endpoint
+	// ([fd00:ec2::254]) in the new version's metadata options, which the
+	// appliance needs in an IPv6-only subnet (EC2's default is disabled).
+	// The options are written whole, so the version also says IMDSv2
+	// required and the endpoint enabled, as the appliance wants anyway.
+	HTTPProtocolIPv6 bool `mapstructure:"http_protocol_ipv6"`
+	// IPv6AddressCount requests that many IPv6 addresses on the primary
+	// network interface (device index 0). EC2 replaces the source
+	// version's network interfaces with the one given, so set it only
+	// for templates that leave the interfaces (subnet, security groups)
+	// to the Auto Scaling group; 0 leaves the interfaces alone.
+	IPv6AddressCount int `mapstructure:"ipv6_address_count"`
 }
 
 // Config is the hotpath-rollout post-processor's configuration.
@@ -165,6 +177,9 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 				add("%s: auto scaling group %s in %s is listed twice", name, g, t.Region)
 			}
 			seen[t.Region+"/"+g] = true
+		}
+		if t.IPv6AddressCount < 0 || t.IPv6AddressCount > 64 {
+			add("%s: ipv6_address_count %d is not between 0 and 64", name, t.IPv6AddressCount)
 		}
 		if len(t.AutoScalingGroups) == 0 && !t.SetDefaultVersion {
 			warnings = append(warnings, fmt.Sprintf("%s: no auto_scaling_groups and not set_default_version: the new version is only created", name))

@@ -106,6 +106,8 @@ type FlatTarget struct {
 	SourceVersion      *string  `mapstructure:"source_version" cty:"source_version" hcl:"source_version"`
 	SetDefaultVersion  *bool    `mapstructure:"set_default_version" cty:"set_default_version" hcl:"set_default_version"`
 	AutoScalingGroups  []string `mapstructure:"auto_scaling_groups" cty:"auto_scaling_groups" hcl:"auto_scaling_groups"`
+	HTTPProtocolIPv6   *bool    `mapstructure:"http_protocol_ipv6" cty:"http_protocol_ipv6" hcl:"http_protocol_ipv6"`
+	IPv6AddressCount   *int     `mapstructure:"ipv6_address_count" cty:"ipv6_address_count" hcl:"ipv6_address_count"`
 }
 
 // FlatMapstructure returns a new FlatTarget.
@@ -126,6 +128,8 @@ func (*FlatTarget) HCL2Spec() map[string]hcldec.Spec {
 		"source_version":       &hcldec.AttrSpec{Name: "source_version", Type: cty.String, Required: false},
 		"set_default_version":  &hcldec.AttrSpec{Name: "set_default_version", Type: cty.Bool, Required: false},
 		"auto_scaling_groups":  &hcldec.AttrSpec{Name: "auto_scaling_groups", Type: cty.List(cty.String), Required: false},
+		"http_protocol_ipv6":   &hcldec.AttrSpec{Name: "http_protocol_ipv6", Type: cty.Bool, Required: false},
+		"ipv6_address_count":   &hcldec.AttrSpec{Name: "ipv6_address_count", Type: cty.Number, Required: false},
 	}
 	return s
 }

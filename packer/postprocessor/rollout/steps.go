@@ -292,7 +292,7 @@ func (s *stepTemplates) Run(ctx context.Context, state multistep.StateBag) multi
 			LaunchTemplateId:   d.LaunchTemplateId,
 			SourceVersion:      aws.String(t.SourceVersion),
 			VersionDescription: aws.String("hotpath " + amis[t.Region]),
-			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(amis[t.Region])},
+			LaunchTemplateData: t.launchTemplateData(amis[t.Region]),
 		})
 		if err != nil {
 			return halt(ctx, state, fmt.Errorf("new version of launch template %s in %s: %w", t.name(), t.Region, err))
@@ -547,4 +547,23 @@ func (r *refresh) leftIn() string {
 		return fmt.Sprintf("%s: the rollback failed (%s); check the group", g, r.reason)
 	}
 	return fmt.Sprintf("%s: refresh %s still %s at %d%% (stopped waiting)", g, r.id, r.status, r.pct)
+}
+
+// launchTemplateData is what the new version changes: the AMI, and the
+// IPv6 options the target asks for (config.go's Target).
+func (t Target) launchTemplateData(ami string) *ec2types.RequestLaunchTemplateData {
+	d := &ec2types.RequestLaunchTemplateData{ImageId: aws.String(ami)}
+	if t.HTTPProtocolIPv6 {
+		d.MetadataOptions = &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+			HttpEndpoint:     ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
+			HttpTokens:       ec2types.LaunchTemplateHttpTokensStateRequired,
+			HttpProtocolIpv6: ec2types.LaunchTemplateInstanceMetadataProtocolIpv6Enabled,
+		}
+	}
+	if t.IPv6AddressCount > 0 {
+		d.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+			DeviceIndex: aws.Int32(0), Ipv6AddressCount: aws.Int32(int32(t.IPv6AddressCount)),
+		}}
+	}
+	return d
 }

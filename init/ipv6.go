@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/config"
+	"github.com/hotpath-dev/hotpath/init/imds"
+	"github.com/hotpath-dev/hotpath/init/netconf6"
+	"github.com/hotpath-dev/hotpath/init/timesync"
+)
+
+// ipv6Steps configure IPv6 on the primary interface after IPv4 (package
+// netconf6): net.ipv6 is independent of net.mode, so net.mode=off with
+// net.ipv6=dhcp is an IPv6-only instance that sends no DHCPv4 at all.
+func ipv6Steps(m *machine) []boot.Step {
+	if m.link == nil {
+		return []boot.Step{skipStep(netconf6.StepName, "no primary network interface")}
+	}
+	c := m.cfg.Net
+	return []boot.Step{netconf6.Step(netconf6.Options{
+		Interface: m.link.Name, Mode: netconf6.Mode(c.IPv6.Mode), RAWait: c.IPv6.RAWait,
+		DHCPTimeout: c.DHCPTimeout, DHCPRetries: c.DHCPRetries,
+		Static:   netconf6.Lease{Addr: c.IPv6.Address, Gateway: c.IPv6.Gateway},
+		ProcRoot: m.procRoot, Log: log.New(m.con, "dhcpv6: ", 0),
+	})}
+}
+
+// imdsBases are the metadata service's endpoints in the order the init
+// tries them: IPv4 unless net.mode=off, then IPv6 unless net.ipv6=off.
+func imdsBases(c config.Config) []string {
+	return imds.Bases(c.Net.Mode != config.NetOff, c.Net.IPv6.Mode != config.IPv6Off)
+}
+
+// chooseTimeSync picks Amazon Time Sync's address by family as
+// imdsBases does; on EC2 (the first query is waited for anyway) the first
+// that answers, elsewhere the first listed.
+func chooseTimeSync(m *machine, ec2 bool) string {
+	var servers []string
+	if m.cfg.Net.Mode != config.NetOff {
+		servers = append(servers, config.AmazonTimeSync)
+	}
+	if m.cfg.Net.IPv6.Mode != config.IPv6Off {
+		servers = append(servers, timesync.AmazonTimeSync6)
+	}
+	if len(servers) == 0 {
+		return ""
+	}
+	if !ec2 {
+		return servers[0]
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 3*time.Second)
+	defer cancel()
+	s, err := timesync.Choose(ctx, servers, time.Second)
+	if err != nil {
+		m.con.Logf("time-sync: %v; following %s", err, servers[0])
+		return servers[0]
+	}
+	return s
+}

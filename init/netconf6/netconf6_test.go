@@ -1,0 +1,252 @@
+package netconf6
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/netconf"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/vm"
+	"github.com/insomniacslk/dhcp/dhcpv6"
+)
+
+const childEnv = "HOTPATH_NETCONF6_CHILD"
+
+type childResult struct {
+	Step    report.Step `json:"step"`
+	Packets int         `json:"packets"`
+	Millis  int64       `json:"millis"`
+}
+
+// TestHelperNetconf6Child is not a test: it is the process the tests run
+// inside the client namespace (ip netns exec), so that every thread of
+// the step, the DHCPv6 client's included, is in it.
+func TestHelperNetconf6Child(t *testing.T) {
+	mode := os.Getenv(childEnv)
+	if mode == "" {
+		t.Skip("helper process for the netconf6 tests")
+	}
+	wait, _ := time.ParseDuration(os.Getenv("HOTPATH_NETCONF6_WAIT"))
+	o := Options{Interface: os.Getenv("HOTPATH_NETCONF6_IF"), Mode: Mode(mode), RAWait: wait,
+		DHCPTimeout: 2 * time.Second, DHCPRetries: 3, ProcRoot: "/proc"}
+	if mode == string(Static) {
+		o.Static = Lease{Addr: netip.MustParsePrefix("fd00:78::9/64"), Gateway: netip.MustParseAddr("fd00:78::1")}
+	}
+	start := time.Now()
+	res := childResult{Step: boot.RunOne(context.Background(), Step(o))}
+	res.Millis = time.Since(start).Milliseconds()
+	res.Packets, _ = netconf.PacketSockets("/proc")
+	b, _ := json.Marshal(res)
+	fmt.Printf("RESULT %s\n", b)
+	io.Copy(io.Discard, os.Stdin) // stay until the parent has looked
+	os.Exit(0)
+}
+
+// pair is a server namespace and a client namespace joined by a veth
+// pair, the server end with fd00:78::1/64.
+func pair(t *testing.T) (srv, cli *vm.Netns) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	srv, cli = vm.NewNetns(t), vm.NewNetns(t)
+	if err := srv.AddVeth("v6s", "fd00:78::1/64", cli, "v6c", ""); err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli
+}
+
+// runChild runs the step in cli and returns its result and the number
+// of AF_PACKET sockets in cli read from outside while the child lives.
+func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration) (childResult, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := cli.Command(ctx, os.Args[0], "-test.run=^TestHelperNetconf6Child$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, "HOTPATH_NETCONF6_IF=v6c", "HOTPATH_NETCONF6_WAIT="+wait.String())
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "RESULT ")
+		if !ok {
+			t.Logf("child: %s", sc.Text())
+			continue
+		}
+		var res childResult
+		if err := json.Unmarshal([]byte(rest), &res); err != nil {
+			t.Fatalf("child result %q: %v", rest, err)
+		}
+		out, err := cli.Command(ctx, "cat", "/proc/net/packet").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, len(strings.Split(strings.TrimSpace(string(out)), "\n")) - 1
+	}
+	t.Fatalf("child ended without a result (%v)", sc.Err())
+	return childResult{}, 0
+}
+
+// addrs is `ip -6 addr show dev` in ns, for asserting what was installed.
+func addrs(t *testing.T, ns *vm.Netns, dev string) string {
+	t.Helper()
+	out, err := ns.Command(context.Background(), "ip", "-6", "addr", "show", "dev", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip -6 addr: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+// TestDHCPv6 is the EC2 case: router advertisements with the managed
+// flag, a DHCPv6 server with one IA_NA address. The step takes it in one
+// exchange, installs it forever, and leaves no packet socket.
+func TestDHCPv6(t *testing.T) {
+	srv, cli := pair(t)
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Managed: true, Prefix: netip.MustParsePrefix("fd00:78::/64"), Every: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	d6, err := srv.StartDHCP6(vm.DHCP6Config{Iface: "v6s", ClientIP: netip.MustParseAddr("fd00:78::2"),
+		DNS: []netip.Addr{netip.MustParseAddr("fd00:78::53")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d6.Close()
+	res, outside := runChild(t, cli, "auto", 5*time.Second)
+	if res.Step.Status != report.Applied {
+		t.Fatalf("step: %+v (server errors %v, advertiser errors %v)", res.Step, d6.Errors(), ra.Errors())
+	}
+	d := res.Step.Detail
+	if d["address"] != "fd00:78::2/128" || d["ra"] != "managed" || d["valid_lft"] != "forever" ||
+		d["exchange"] != "solicit,advertise,request,reply" || d["dns"] != "fd00:78::53" {
+		t.Errorf("step detail %v", d)
+	}
+	var types []string
+	for _, m := range d6.Log() {
+		types = append(types, m.Type.String())
+	}
+	if want := []string{dhcpv6.MessageTypeSolicit.String(), dhcpv6.MessageTypeRequest.String()}; strings.Join(types, ",") != strings.Join(want, ",") {
+		t.Errorf("DHCPv6 server log %v, want one exchange %v", types, want)
+	}
+	if res.Packets != 0 || outside != 0 {
+		t.Errorf("AF_PACKET sockets after the lease: %d seen by the child, %d from outside; want 0", res.Packets, outside)
+	}
+	if a := addrs(t, cli, "v6c"); !strings.Contains(a, "inet6 fd00:78::2/128") || !strings.Contains(a, "valid_lft forever preferred_lft forever") {
+		t.Errorf("installed:\n%s", a)
+	}
+}
+
+// TestAutoWithoutRouter is the IPv4-only subnet: no advertisement, so
+// auto skips after net.ipv6_ra_wait and no longer.
+func TestAutoWithoutRouter(t *testing.T) {
+	_, cli := pair(t)
+	const wait = 400 * time.Millisecond
+	res, _ := runChild(t, cli, "auto", wait)
+	if res.Step.Status != report.Skipped || !strings.Contains(res.Step.Reason, "no router advertisement") {
+		t.Fatalf("step: %+v", res.Step)
+	}
+	if ms := time.Duration(res.Millis) * time.Millisecond; ms < wait || ms > wait+2*time.Second {
+		t.Errorf("auto without a router took %v, want the bound %v and little more", ms, wait)
+	}
+}
+
+// TestSLAAC: an advertisement without the managed flag and with an
+// autonomous prefix; the kernel's address is reported.
+func TestSLAAC(t *testing.T) {
+	srv, cli := pair(t)
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Prefix: netip.MustParsePrefix("fd00:78::/64"), Autonomous: true, Every: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	res, _ := runChild(t, cli, "auto", 5*time.Second)
+	if res.Step.Status != report.Applied || res.Step.Detail["ra"] != "unmanaged" || !strings.HasPrefix(res.Step.Detail["slaac"], "fd00:78::") {
+		t.Fatalf("step: %+v", res.Step)
+	}
+}
+
+// TestStaticAndOff: a static address with its gateway, forever; off
+// disables IPv6 on the interface.
+func TestStaticAndOff(t *testing.T) {
+	_, cli := pair(t)
+	res, _ := runChild(t, cli, "static", 0)
+	if res.Step.Status != report.Applied {
+		t.Fatalf("static: %+v", res.Step)
+	}
+	if a := addrs(t, cli, "v6c"); !strings.Contains(a, "inet6 fd00:78::9/64") {
+		t.Errorf("installed:\n%s", a)
+	}
+	res, _ = runChild(t, cli, "off", 0)
+	if res.Step.Status != report.Applied || res.Step.Detail["disable_ipv6"] != "1" {
+		t.Fatalf("off: %+v", res.Step)
+	}
+	if a := addrs(t, cli, "v6c"); strings.Contains(a, "inet6") {
+		t.Errorf("IPv6 addresses left with net.ipv6=off:\n%s", a)
+	}
+}
+
+// TestInet6Flags parses IFLA_PROTINFO's nested attributes as the kernel
+// lays them out: IFLA_INET6_FLAGS is not always first.
+func TestInet6Flags(t *testing.T) {
+	attr := func(typ uint16, val []byte) []byte {
+		b := binary.NativeEndian.AppendUint16(nil, uint16(4+len(val)))
+		b = binary.NativeEndian.AppendUint16(b, typ)
+		b = append(b, val...)
+		for len(b)%4 != 0 {
+			b = append(b, 0)
+		}
+		return b
+	}
+	flags := binary.NativeEndian.AppendUint32(nil, ifRARcvd|ifRAManaged)
+	b := append(attr(5, []byte{1, 2, 3}), attr(iflaInet6Flags, flags)...)
+	if f, ok := inet6Flags(b); !ok || f != ifRARcvd|ifRAManaged {
+		t.Errorf("inet6Flags = %#x, %v", f, ok)
+	}
+	if _, ok := inet6Flags(attr(5, []byte{1})); ok {
+		t.Error("found flags where there are none")
+	}
+	if _, ok := inet6Flags([]byte{200, 0, 1, 0}); ok {
+		t.Error("accepted an attribute longer than its buffer")
+	}
+}
+
+// TestAutoCostOnIPv4Subnet is what net.ipv6=auto costs a boot in a
+// subnet without IPv6 routers, against net.ipv6=off, in the same run: the
+// step's own time (the boot's steps run one after another, so it is the
+// difference in time to ready). The step starts 600 ms after link-up, as
+// in the QEMU boot, where the NIC steps after link-up and the DHCPv4
+// exchange take about that. With the default wait (2 s) the kernel's
+// router solicitation, sent once the link-local address has passed
+// duplicate address detection, ends the wait rsGrace later.
+func TestAutoCostOnIPv4Subnet(t *testing.T) {
+	_, cli := pair(t)
+	up := time.Now()
+	time.Sleep(600 * time.Millisecond)
+	auto, _ := runChild(t, cli, "auto", 2*time.Second)
+	fromUp := time.Since(up)
+	off, _ := runChild(t, cli, "off", 2*time.Second)
+	if auto.Step.Status != report.Skipped || off.Step.Status != report.Applied {
+		t.Fatalf("auto %+v, off %+v", auto.Step, off.Step)
+	}
+	t.Logf("net.ipv6=auto without a router: %d ms (ra_wait bound 2s; %v after link-up); net.ipv6=off: %d ms",
+		auto.Millis, fromUp.Round(time.Millisecond), off.Millis)
+	if auto.Millis > 2000+500 {
+		t.Errorf("auto took %d ms, over its 2 s bound", auto.Millis)
+	}
+}

@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/inspector"
+	"github.com/hotpath-dev/hotpath/tests/vm"
+	"github.com/insomniacslk/dhcp/dhcpv6"
+)
+
+// TestIPv6DualStack boots the inspector in a dual-stack subnet as EC2
+// makes one: a DHCPv4 server, router advertisements with the managed flag
+// and a DHCPv6 server on the tap. One boot; its checks: the guest took
+// its IPv6 address by DHCPv6 (report and server log: one exchange per
+// family, no renewal), the workload answers over both families from
+// outside, no AF_PACKET socket is open after the leases (the inspector
+// reads /proc/net/packet), and an IPv6 flow is received and served on
+// the same CPU (RPS/XPS/IRQ tuning is family-neutral).
+func TestIPv6DualStack(t *testing.T) {
+	requireE2E(t)
+	disk := buildImage(t, inspectorPkg) // net.ipv6=auto, the default
+	const cpus = 2
+	var ra *vm.RouterAdvertiser
+	var d6 *vm.DHCP6Server
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, Prepare: func(ns *vm.Netns) error {
+		var err error
+		ra, d6, err = ns.StartDualStack()
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { d6.Close(); ra.Close() })
+		return nil
+	}}, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: b.Netns.DialContext, DisableKeepAlives: true}}
+	v4 := "http://" + net.JoinHostPort(b.Addr, b.port)
+	v6 := "http://" + net.JoinHostPort(vm.GuestAddr6, b.port)
+
+	t.Run("report", func(t *testing.T) {
+		steps := stepsOf(b.rep)
+		s6, s4 := steps["net-ipv6"], steps["net-dhcp"]
+		if s4.Status != report.Applied {
+			t.Errorf("net-dhcp: %+v", s4)
+		}
+		d := s6.Detail
+		if s6.Status != report.Applied || d["address"] != vm.GuestAddr6+"/128" || d["ra"] != "managed" ||
+			d["valid_lft"] != "forever" || d["exchange"] != "solicit,advertise,request,reply" {
+			t.Errorf("net-ipv6: %+v", s6)
+		}
+		t.Logf("net-ipv6 %v (router advertisements sent %d, solicitations %d)", d, ra.Sent(), ra.Solicitations())
+	})
+	t.Run("both-families", func(t *testing.T) {
+		for _, base := range []string{v4, v6} {
+			var snap inspector.Snapshot
+			if err := getJSON(ctx, client, base+"/inspect", &snap); err != nil {
+				t.Errorf("%s: %v", base, err)
+				continue
+			}
+			// The witness of case study step 7, for both clients.
+			if n := inspector.TableRows(snap.Files["/proc/net/packet"]); n != 0 {
+				t.Errorf("%d AF_PACKET sockets open after the DHCPv4 and DHCPv6 leases:\n%s", n, snap.Files["/proc/net/packet"])
+			}
+		}
+	})
+	t.Run("mgmt", func(t *testing.T) {
+		// The management port (default 9100) listens on both families:
+		// a dual-stack NLB's health check may come over either.
+		for _, host := range []string{b.Addr, vm.GuestAddr6} {
+			resp, err := client.Get("http://" + net.JoinHostPort(host, "9100") + "/healthz")
+			if err != nil {
+				t.Errorf("/healthz on %s: %v", host, err)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("/healthz on %s: %s", host, resp.Status)
+			}
+		}
+	})
+	t.Run("v6-flow", func(t *testing.T) { checkV6Flow(ctx, t, client, v6, cpus) })
+	t.Run("lease-log", func(t *testing.T) {
+		reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
+		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))
+	})
+	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "inspector: SIGTERM") })
+}
+
+// checkV6Flow is the IPv4 inspection's flow check over IPv6: each
+// connection is received in the softirq of a CPU that has an RX queue
+// interrupt (queue i's IRQ on CPU i, RPS off; nothing there looks at the
+// family). Which worker accepts it is the server's CBPF steering, tested
+// over ::1 in package server; the inspector itself is not pinned.
+func checkV6Flow(ctx context.Context, t *testing.T, client *http.Client, v6 string, cpus int) {
+	var snap inspector.Snapshot
+	if err := getJSON(ctx, client, v6+"/inspect", &snap); err != nil {
+		t.Fatal(err)
+	}
+	irqs := queueIRQs(&snap) // the inspector's reading, not the report's
+	rx := map[int]bool{}
+	for _, q := range irqs {
+		if strings.Contains(q.Name, "input") {
+			rx[atoiOr(q.Affinity, -1)] = true
+		}
+	}
+	seen := map[int]int{}
+	for range 4 * cpus {
+		var c inspector.Conn
+		if err := getJSON(ctx, client, v6+"/conn", &c); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(c.Remote, "["+vm.HostAddr6+"]:") {
+			t.Errorf("connection from %s, want the host's IPv6 address %s", c.Remote, vm.HostAddr6)
+		}
+		if !rx[c.IncomingCPU] {
+			t.Errorf("IPv6 connection received on cpu %d, which has no RX queue interrupt (%v)", c.IncomingCPU, irqs)
+		}
+		seen[c.IncomingCPU]++
+	}
+	t.Logf("IPv6 connections by receiving CPU: %v", seen)
+}
+
+// CheckLease6Log checks the test's DHCPv6 server's log of one boot: one
+// SOLICIT, one REQUEST, one lease, no RENEW, REBIND or second exchange.
+func CheckLease6Log(log []vm.Message6, leases int, errs []error) []error {
+	var out []error
+	out = append(out, errs...)
+	if len(log) != 2 || log[0].Type != dhcpv6.MessageTypeSolicit || log[1].Type != dhcpv6.MessageTypeRequest {
+		out = append(out, fmt.Errorf("DHCPv6 log %v, want one SOLICIT then one REQUEST", log))
+	}
+	if leases != 1 {
+		out = append(out, fmt.Errorf("%d DHCPv6 leases, want 1", leases))
+	}
+	return out
+}
+
+// TestIPv6Only boots the default workload as an EC2 instance in an
+// IPv6-only subnet: no DHCPv4 server at all, router advertisements with
+// the managed flag and a DHCPv6 server on the tap, the strict fake IMDS
+// at [fd00:ec2::254] and the NTP responder at [fd00:ec2::123] inside the
+// namespace, the RTC six years behind. The image says net.mode=off (no
+// IPv4: the decision is that not even a DHCPv4 DISCOVER is sent, since an
+// IPv6-only subnet has no server to answer it and the background retries
+// would broadcast forever) and net.ipv6=dhcp. One boot; its checks: the
+// IPv6 lease, user-data over the IPv6 endpoint applied (the workload
+// answers /json on its port), the clock synced, and not one IPv4 or ARP
+// frame from the guest, counted from the host's side of the tap with a
+// packet socket of the test from before QEMU starts to the end.
+func TestIPv6Only(t *testing.T) {
+	requireE2E(t)
+	disk := buildImageConfig(t, "", []byte("net.mode=off\nnet.ipv6=dhcp\n"))
+	b, fake, ntpSrv, frames, d6 := bootIPv6Only(t, disk)
+	r := b.rep
+	steps := stepsOf(r)
+
+	t.Run("report", func(t *testing.T) {
+		if s := steps["net"]; s.Status != report.Skipped {
+			t.Errorf("IPv4 step: %+v, want skipped (net.mode=off)", s)
+		}
+		if s := steps["net-ipv6"]; s.Status != report.Applied || s.Detail["address"] != vm.GuestAddr6+"/128" {
+			t.Errorf("net-ipv6: %+v", s)
+		}
+		if s := steps["imds"]; s.Status != report.Applied || s.Detail["endpoint"] != "http://["+vm.IMDSAddr6+"]" {
+			t.Errorf("imds: %+v, want applied over the IPv6 endpoint", s)
+		}
+		if r.UserData == nil || r.UserData.Status != report.UserDataApplied {
+			t.Errorf("user-data %+v, want applied", r.UserData)
+		}
+		if r.Time == nil || r.Time.Steps != 1 || r.Time.Server != "["+vm.TimeSyncAddr6+"]" {
+			t.Errorf("report time %+v: want one step, synced with [%s]", r.Time, vm.TimeSyncAddr6)
+		}
+		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))
+	})
+	t.Run("json-v6", func(t *testing.T) {
+		// user-data moved the workload to 9090; the clock is the host's.
+		c := b.Netns.HTTPClient(time.Minute)
+		resp, err := c.Get("http://" + net.JoinHostPort(vm.GuestAddr6, "9090") + "/json")
+		if err != nil {
+			t.Fatalf("/json over IPv6 on the user-data port: %v", err)
+		}
+		at := time.Now()
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != `{"message":"Hello, World!"}` {
+			t.Errorf("/json: %s %q", resp.Status, body)
+		}
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		if err != nil || at.Sub(date).Abs() > 2*time.Second {
+			t.Errorf("guest Date %q (%v) vs host %v: the clock was not synced over IPv6", resp.Header.Get("Date"), err, at)
+		}
+		if ntpSrv.Answers() < 1 || fake.Count("PUT", 200) < 1 {
+			t.Errorf("NTP answers %d, IMDS tokens %d: the IPv6 endpoints were not used", ntpSrv.Answers(), fake.Count("PUT", 200))
+		}
+	})
+	t.Run("no-ipv4", func(t *testing.T) {
+		// A few seconds more after the checks, so that anything periodic
+		// (a DHCPv4 retry, ARP) would show.
+		time.Sleep(5 * time.Second)
+		all := frames.Since(time.Time{})
+		t.Logf("frames from the guest by EtherType over the whole boot: %v", all)
+		if all[0x0800] != 0 || all[0x0806] != 0 {
+			t.Errorf("the IPv6-only guest sent %d IPv4 and %d ARP frames", all[0x0800], all[0x0806])
+		}
+		if all[0x86dd] == 0 {
+			t.Error("no IPv6 frame counted either: the counter saw nothing")
+		}
+	})
+}
+
+// bootIPv6Only boots disk as an EC2 instance in an IPv6-only subnet (see
+// TestIPv6Only) and returns the guest, the fake IMDS, the NTP server, the
+// frame counter (started before QEMU) and the DHCPv6 server.
+func bootIPv6Only(t *testing.T, disk string) (*booted, *vm.FakeIMDS, *vm.NTPServer, *vm.FrameCounter, *vm.DHCP6Server) {
+	t.Helper()
+	fake := vm.NewFakeIMDS(vm.GuestMAC, []byte("workload.port=9090\n"))
+	var (
+		ntpSrv *vm.NTPServer
+		frames *vm.FrameCounter
+		d6     *vm.DHCP6Server
+	)
+	mac, _ := net.ParseMAC(vm.GuestMAC)
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, RTCBase: "2020-01-01T00:00:00", SMBIOS: []string{ec2SMBIOS}, NoDHCPv4: true,
+		Prepare: func(ns *vm.Netns) error {
+			var err error
+			if frames, err = ns.CountFrames(vm.TapName, mac); err != nil {
+				return err
+			}
+			t.Cleanup(func() { frames.Close() })
+			ra, dd, err := ns.StartDualStack()
+			if err != nil {
+				return err
+			}
+			d6 = dd
+			t.Cleanup(func() { d6.Close(); ra.Close() })
+			hs, err := ns.StartIMDS6(fake)
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { hs.Close() })
+			if ntpSrv, err = ns.StartNTP6(); err != nil {
+				return err
+			}
+			t.Cleanup(func() { ntpSrv.Close() })
+			return nil
+		}}, 0)
+	return b, fake, ntpSrv, frames, d6
+}
+
+// atoiOr is strconv.Atoi with a default for what is not a number (an IRQ
+// affinity list of more than one CPU).
+func atoiOr(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+// TestIPv6AutoCostIPv4 is what the default net.ipv6=auto costs an IPv4-only
+// boot, against net.ipv6=off, in the same run: the default workload in
+// the harness's IPv4-only namespace (no router advertisements), booted
+// once with each. The net-ipv6 step's own time is the cost (the steps run
+// one after another); ready_ms is logged beside it, but it varies by more
+// than that under TCG. Two boots: the figure the issue asks for. First
+// run (TCG, 2 vCPUs, a loaded 2-core host): auto 2171 ms (skipped, no
+// RA within 2 s), off 15 ms; ready 24941 ms and 12149 ms, a difference
+// that is the host's load, not the step.
+func TestIPv6AutoCostIPv4(t *testing.T) {
+	requireE2E(t)
+	for _, tc := range []struct {
+		mode   string
+		status report.Status
+		maxMS  float64
+	}{
+		{"auto", report.Skipped, 2500}, // bound: net.ipv6_ra_wait 2s
+		{"off", report.Applied, 200},   // one sysctl write
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			// Each guest ends with its subtest (vm.Boot's cleanup).
+			disk := buildImageConfig(t, "", []byte("net.ipv6="+tc.mode+"\n"))
+			b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2}, 0)
+			s := stepsOf(b.rep)["net-ipv6"]
+			t.Logf("net.ipv6=%s on an IPv4-only subnet: step %s in %.0f ms (%s), ready %d ms after kernel start",
+				tc.mode, s.Status, s.Millis, s.Reason, b.rep.ReadyMillis)
+			if s.Status != tc.status || s.Millis > tc.maxMS {
+				t.Errorf("net.ipv6=%s: %+v, want %s within %.0f ms", tc.mode, s, tc.status, tc.maxMS)
+			}
+			if err := CheckGet(context.Background(), b.dial, JSON); err != nil {
+				t.Errorf("net.ipv6=%s: /json over IPv4: %v", tc.mode, err)
+			}
+		})
+	}
+}
