@@ -48,7 +48,7 @@ const (
 // Step reads the TPM below sysRoot ("/sys"). Without a TPM it is skipped.
 // Detail keys: pcr<N>.<bank> (hex), boot_app.<bank> (the digests of the
 // log's EV_EFI_BOOT_SERVICES_APPLICATION entries, comma-separated),
-// log.pcr4 (PCR 4's event types in order). Verify replays the log's PCR 4
+// log.pcr4 and log.pcr7 (those PCRs' event types in order). Verify replays the log's PCR 4
 // events and fails when they do not give the PCR read.
 func Step(sysRoot string) boot.Step {
 	var events []Event
@@ -112,9 +112,12 @@ func readEventLog(sysRoot string) ([]Event, error) {
 
 // describe puts PCR 4's log entries into the detail.
 func describe(events []Event, d boot.Detail) {
-	var types []string
+	var types, types7 []string
 	apps := map[string][]string{}
 	for _, e := range events {
+		if e.PCR == 7 {
+			types7 = append(types7, TypeName(e.Type))
+		}
 		if e.PCR != 4 {
 			continue
 		}
@@ -127,6 +130,7 @@ func describe(events []Event, d boot.Detail) {
 		}
 	}
 	d["log.pcr4"] = strings.Join(types, ",")
+	d["log.pcr7"] = strings.Join(types7, ",")
 	for bank, v := range apps {
 		d["boot_app."+bank] = strings.Join(v, ",")
 	}

@@ -95,6 +95,9 @@ func TestStep(t *testing.T) {
 	if got, want := r.Detail["log.pcr4"], "EV_EFI_ACTION,EV_SEPARATOR,EV_EFI_BOOT_SERVICES_APPLICATION"; got != want {
 		t.Errorf("log.pcr4 = %s, want %s", got, want)
 	}
+	if got := r.Detail["log.pcr7"]; got != "EV_SEPARATOR" {
+		t.Errorf("log.pcr7 = %s, want the one separator", got)
+	}
 	if r.Detail["pcr12.sha256"] != strings.Repeat("0", 64) || r.Detail["pcr7.sha256"] == "" {
 		t.Errorf("pcr7/12: %v", r.Detail)
 	}

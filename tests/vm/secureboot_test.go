@@ -1,10 +1,13 @@
 package vm
 
 import (
+	"encoding/pem"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hotpath-dev/hotpath/image/pcr"
 )
 
 func TestArgsSecureBootAndTPM(t *testing.T) {
@@ -55,5 +58,30 @@ func TestSnakeoilFiles(t *testing.T) {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("%v (the ovmf package: image/deps.sh test)", err)
 		}
+	}
+}
+
+// TestReadOVMFVars reads the snakeoil template: its PK, KEK and db are
+// signature lists, and db holds the snakeoil certificate.
+func TestReadOVMFVars(t *testing.T) {
+	vars, err := ReadOVMFVars(SnakeoilVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"PK", "KEK", "db"} {
+		if v, ok := vars[name]; !ok || v.Attrs != 0x27 || len(v.Data) < 28 {
+			t.Errorf("%s: %+v", name, v.Attrs)
+		}
+	}
+	pemBytes, err := os.ReadFile(SnakeoilCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(pemBytes)
+	if _, ok := pcr.DBEntry(vars["db"].Data, blk.Bytes); !ok {
+		t.Error("the snakeoil certificate is not in db")
+	}
+	if _, err := ReadOVMFVars(SnakeoilCert); err == nil {
+		t.Error("a certificate read as a variable store")
 	}
 }
