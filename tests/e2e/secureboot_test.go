@@ -17,6 +17,7 @@ import (
 	"github.com/hotpath-dev/hotpath/image/authenticode"
 	"github.com/hotpath-dev/hotpath/image/disk"
 	"github.com/hotpath-dev/hotpath/image/manifest"
+	"github.com/hotpath-dev/hotpath/image/pcr"
 	"github.com/hotpath-dev/hotpath/image/sign"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
@@ -80,6 +81,7 @@ func TestSecureBoot(t *testing.T) {
 			}
 		})
 		t.Run("pcrs", func(t *testing.T) { checkMeasured(t, b.rep, signed) })
+		t.Run("pcr7", func(t *testing.T) { checkSecureBootPolicy(t, b.rep, key) })
 	})
 	t.Run("other-workload", func(t *testing.T) {
 		b := bootConfig(t, vm.Config{Disk: other.Disk, CPUs: 2, SecureBoot: true, TPM: true}, 0)
@@ -216,6 +218,28 @@ func checkRefused(t *testing.T, disk string) {
 	for _, s := range []string{"EFI stub", "Linux version", report.ReportPrefix} {
 		if strings.Contains(con, s) {
 			t.Errorf("the kernel ran (%q on the console)", s)
+		}
+	}
+}
+
+// checkSecureBootPolicy works PCR 7 out from the snakeoil variable store
+// (read here from the firmware's template) and the signer's db entry, and
+// compares it with what the guest's TPM holds.
+func checkSecureBootPolicy(t *testing.T, rep *report.Report, key *sign.Key) {
+	vars, err := vm.ReadOVMFVars(vm.SnakeoilVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := pcr.SecureBootVars{PK: vars["PK"].Data, KEK: vars["KEK"].Data, DB: vars["db"].Data, DBX: vars["dbx"].Data}
+	entry, ok := pcr.DBEntry(sb.DB, key.Cert.Raw)
+	if !ok {
+		t.Fatal("the snakeoil certificate is not in the snakeoil db")
+	}
+	want := pcr.SecureBootPolicyValue(sb, entry)
+	d := tpmDetail(t, rep)
+	for _, bank := range []string{"sha256", "sha384"} {
+		if got := d["pcr7."+bank]; got != want.Digests[bank] {
+			t.Errorf("PCR 7 %s: the TPM holds %s, worked out %s (events %s)", bank, got, want.Digests[bank], d["log.pcr7"])
 		}
 	}
 }
