@@ -194,8 +194,10 @@ type Config struct {
 
 	ctx interpolate.Context
 	// uefiData is what RegisterImage sends as UefiData: uefi_data, or the
-	// store built from secure_boot_certs (prepareSecureBoot).
+	// store built from secure_boot_certs (prepareSecureBoot); uefiVars
+	// its variables, when they decode.
 	uefiData string
+	uefiVars uefiVariables
 }
 
 // Defaults, kept in one place so tests and docs agree.

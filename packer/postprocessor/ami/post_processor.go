@@ -59,7 +59,7 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 	if c.Architecture, err = resolveArchitecture(p.config.Architecture, in); err != nil {
 		return nil, true, false, err
 	}
-	pcrs, err := imageMeasurements(in)
+	pcrs, err := imageMeasurements(in, c.uefiVars)
 	if err != nil {
 		return nil, true, false, err
 	}

@@ -3,7 +3,9 @@
 package ami
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	"github.com/hotpath-dev/hotpath/image/manifest"
+	"github.com/hotpath-dev/hotpath/image/pcr"
 	"github.com/hotpath-dev/hotpath/packer/internal/uefivars"
 )
 
@@ -28,6 +31,9 @@ type SecureBootCerts struct {
 	// Signature database certificates: what the firmware lets boot.
 	DB []string `mapstructure:"db"`
 }
+
+// uefiVariables are the decoded uefi_data (Config.uefiVars).
+type uefiVariables = []uefivars.Variable
 
 func (s SecureBootCerts) empty() bool { return s.PK == "" && len(s.KEK) == 0 && len(s.DB) == 0 }
 
@@ -52,7 +58,7 @@ func (c *Config) prepareSecureBoot(add func(string, ...any), warnings *[]string)
 				return
 			}
 		}
-		c.uefiData = c.UEFIData
+		c.uefiData, c.uefiVars = c.UEFIData, vars
 	case !c.SecureBootCerts.empty():
 		data, err := c.SecureBootCerts.uefiData()
 		if err != nil {
@@ -60,6 +66,7 @@ func (c *Config) prepareSecureBoot(add func(string, ...any), warnings *[]string)
 			return
 		}
 		c.uefiData = data
+		c.uefiVars, _ = uefivars.Decode(data)
 	}
 }
 
@@ -127,10 +134,48 @@ func readCert(what, path string) ([]byte, error) {
 	return b, nil
 }
 
-// imageMeasurements are the reference PCR values in the input artifact's
-// hotpath manifest (State("manifest") or a manifest.json among its files);
-// nil without one.
-func imageMeasurements(a packersdk.Artifact) ([]manifest.Measurement, error) {
+// secureBootPCR is PCR 7's reference for an image signed by the
+// certificate with SHA-256 fingerprint signer, booted with vars as its
+// variable store: the EDK II measurement (image/pcr, checked against OVMF
+// in tests/e2e), with the signer's db entry as the authority. ok is false
+// when vars has no db entry for the signer (the image would not boot
+// under Secure Boot, or through a CA, which this does not model).
+func secureBootPCR(vars []uefivars.Variable, signer string) (manifest.Measurement, bool) {
+	var sb pcr.SecureBootVars
+	for _, v := range vars {
+		switch {
+		case v.GUID == uefivars.GlobalVariable && v.Name == "PK":
+			sb.PK = v.Data
+		case v.GUID == uefivars.GlobalVariable && v.Name == "KEK":
+			sb.KEK = v.Data
+		case v.GUID == uefivars.ImageSecurityDatabase && v.Name == "db":
+			sb.DB = v.Data
+		case v.GUID == uefivars.ImageSecurityDatabase && v.Name == "dbx":
+			sb.DBX = v.Data
+		}
+	}
+	certs, err := uefivars.Certificates(sb.DB)
+	if err != nil || signer == "" {
+		return manifest.Measurement{}, false
+	}
+	for _, c := range certs {
+		if sum := sha256.Sum256(c.Raw); hex.EncodeToString(sum[:]) != signer {
+			continue
+		}
+		entry, ok := pcr.DBEntry(sb.DB, c.Raw)
+		if !ok {
+			return manifest.Measurement{}, false
+		}
+		v := pcr.SecureBootPolicyValue(sb, entry)
+		return manifest.Measurement{PCR: v.PCR, SHA256: v.Digests["sha256"], SHA384: v.Digests["sha384"],
+			What: "Secure Boot policy: SecureBoot, PK, KEK, db, dbx of uefi_data, separator, the signer's db entry"}, true
+	}
+	return manifest.Measurement{}, false
+}
+
+// imageManifest is the input artifact's hotpath manifest (State("manifest")
+// or a manifest.json among its files); nil without one.
+func imageManifest(a packersdk.Artifact) (*manifest.Manifest, error) {
 	if a == nil {
 		return nil, nil
 	}
@@ -147,5 +192,22 @@ func imageMeasurements(a packersdk.Artifact) ([]manifest.Measurement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the input artifact's %w", err)
 	}
-	return m.Measurements, nil
+	return m, nil
+}
+
+// imageMeasurements are the reference PCR values for the AMI: the
+// manifest's, and PCR 7 when the AMI has Secure Boot variables whose db
+// holds the image's signer.
+func imageMeasurements(a packersdk.Artifact, vars []uefivars.Variable) ([]manifest.Measurement, error) {
+	m, err := imageManifest(a)
+	if m == nil || err != nil {
+		return nil, err
+	}
+	out := append([]manifest.Measurement(nil), m.Measurements...)
+	if m.Signature != nil {
+		if p7, ok := secureBootPCR(vars, m.Signature.CertSHA256); ok {
+			out = append(out, p7)
+		}
+	}
+	return out, nil
 }

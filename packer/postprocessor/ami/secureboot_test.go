@@ -6,8 +6,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"math/big"
 	"os"
@@ -20,6 +22,7 @@ import (
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	registryimage "github.com/hashicorp/packer-plugin-sdk/packer/registry/image"
 	"github.com/hotpath-dev/hotpath/image/manifest"
+	"github.com/hotpath-dev/hotpath/image/pcr"
 	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
 	"github.com/hotpath-dev/hotpath/packer/internal/uefivars"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
@@ -54,7 +57,8 @@ func TestSecureBootCertsRoundTrip(t *testing.T) {
 	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
 	path, _ := diskFile(t, 2*bs, []int{0}, -1)
-	m := &manifest.Manifest{Format: manifest.Format, Architecture: "amd64", Measurements: []manifest.Measurement{
+	dbSum := sha256.Sum256(dbDER)
+	m := &manifest.Manifest{Format: manifest.Format, Architecture: "amd64", Signature: &manifest.Signature{CertSHA256: hex.EncodeToString(dbSum[:])}, Measurements: []manifest.Measurement{
 		{PCR: 4, SHA256: strings.Repeat("a", 64), SHA384: strings.Repeat("b", 96)},
 		{PCR: 12, SHA256: strings.Repeat("0", 64), SHA384: strings.Repeat("0", 96)},
 	}}
@@ -92,8 +96,17 @@ func TestSecureBootCertsRoundTrip(t *testing.T) {
 	crossCheckUefivars(t, im.UEFIData)
 
 	art := a.(*Artifact)
-	if got := art.State("pcrs").([]manifest.Measurement); len(got) != 2 || got[0].SHA384 != m.Measurements[0].SHA384 {
-		t.Errorf("artifact PCRs %+v", got)
+	got := art.State("pcrs").([]manifest.Measurement)
+	if len(got) != 3 || got[0].SHA384 != m.Measurements[0].SHA384 {
+		t.Fatalf("artifact PCRs %+v", got)
+	}
+	// PCR 7 from the store EC2 got and the signer's db entry.
+	entry, ok := pcr.DBEntry(uefivars.SignatureLists([][]byte{dbDER}), dbDER)
+	want7 := pcr.SecureBootPolicyValue(pcr.SecureBootVars{
+		PK: uefivars.SignatureLists([][]byte{pkDER}), KEK: uefivars.SignatureLists([][]byte{kekDER}), DB: uefivars.SignatureLists([][]byte{dbDER}),
+	}, entry)
+	if !ok || got[2].PCR != 7 || got[2].SHA384 != want7.Digests["sha384"] {
+		t.Errorf("PCR 7 reference %+v, want %v", got[2], want7.Digests)
 	}
 	imgs := art.State(registryimage.ArtifactStateURI).([]*registryimage.Image)
 	if l := imgs[0].Labels["pcr4_sha384"]; l != m.Measurements[0].SHA384 {
