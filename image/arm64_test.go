@@ -70,7 +70,7 @@ func TestBuildArm64(t *testing.T) {
 		t.Error("an arm64 disk holds BOOTX64.EFI")
 	}
 	// The programs in the initramfs are arm64 executables.
-	recs, err := cpio.Read(bytes.NewReader(efi[0x80:]))
+	recs, err := cpio.Read(bytes.NewReader(efi[standInInitramfs:]))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,9 @@
 #          iproute2                        network namespaces and tap devices for the guest's network
 #          strace                          count system calls per request in benchmarks and tests
 #          dosfstools gdisk                fsck.fat and sgdisk -v: independent checks of the ESP and GPT the image builder writes
+#          swtpm swtpm-tools               a software TPM 2.0 per guest (SHA-256 and SHA-384 banks): measured boot tests
+#          sbsigntool openssl              sbverify: an independent check of the Authenticode signature; openssl
+#                                          decrypts the snakeoil test key (the ovmf package's) for signing tests
 #   arm64  gcc-aarch64-linux-gnu           cross-builds the arm64 (Graviton) kernel; only for ARCH=arm64
 #          qemu-system-arm qemu-efi-aarch64  boot arm64 images on QEMU's virt machine through AAVMF UEFI firmware
 #   bench  wrk                             the HTTP load generator
@@ -36,7 +39,7 @@ for g in $groups; do
 		fi
 		;;
 	build) want="$want linux-source-6.12 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
-	test) want="$want qemu-system-x86 ovmf linux-source-6.1 iproute2 strace dosfstools gdisk" ;;
+	test) want="$want qemu-system-x86 ovmf linux-source-6.1 iproute2 strace dosfstools gdisk swtpm swtpm-tools sbsigntool openssl" ;;
 	bench) want="$want wrk nginx-light strace" ;;
 	arm64) want="$want gcc-aarch64-linux-gnu qemu-system-arm qemu-efi-aarch64" ;;
 	*) echo "deps.sh: unknown group '$g' (want root, build, test, bench or arm64)" >&2; exit 2 ;;

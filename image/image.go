@@ -32,6 +32,7 @@ import (
 	"github.com/hotpath-dev/hotpath/image/gobuild"
 	"github.com/hotpath-dev/hotpath/image/machine"
 	"github.com/hotpath-dev/hotpath/image/manifest"
+	"github.com/hotpath-dev/hotpath/image/sign"
 	"github.com/hotpath-dev/hotpath/init/config"
 	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
 )
@@ -119,6 +120,9 @@ type Options struct {
 	Log io.Writer
 	// Kernel builds the kernel; nil means kernelconfig.Build.
 	Kernel KernelBuilder
+	// Sign, when set, signs the EFI binary for UEFI Secure Boot with this
+	// key (see secure.go); nil leaves it unsigned.
+	Sign *sign.Key
 }
 
 // Result describes what Build produced.
@@ -151,7 +155,8 @@ func (r *Result) Summary() string {
 
 // Build builds the image in named stages, each of which fills in its part
 // of the manifest: prepare (defaults and the configuration, checked before
-// anything is built), toolchain, programs, initramfs, kernel, disk.
+// anything is built), toolchain, programs, initramfs, kernel, secure
+// (signature and reference measurements), disk.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	b, err := prepare(o)
@@ -176,6 +181,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	efi, kr, err := b.kernel(ctx, initrd)
 	if err != nil {
+		return nil, err
+	}
+	if efi, err = b.secure(efi); err != nil {
 		return nil, err
 	}
 	r, err := b.disk(efi)

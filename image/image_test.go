@@ -15,6 +15,7 @@ import (
 
 	diskfs "github.com/diskfs/go-diskfs"
 	"github.com/diskfs/go-diskfs/partition/gpt"
+	"github.com/hotpath-dev/hotpath/image/authenticode/authenticodetest"
 	"github.com/hotpath-dev/hotpath/image/cpio"
 	"github.com/hotpath-dev/hotpath/image/manifest"
 	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
@@ -40,6 +41,10 @@ func fixtures(t *testing.T) string {
 	return dir
 }
 
+// standInInitramfs is where the stand-in kernel's initramfs starts: its
+// section's file offset (authenticodetest.PE's headers are 512 bytes).
+const standInInitramfs = 0x200
+
 // standInKernel returns a KernelBuilder producing a minimal PE32+ header
 // for the architecture asked (x86-64 or arm64) followed by the initramfs and the command line: enough for the
 // builder's checks and for the tests to find the initramfs again. It is a
@@ -51,18 +56,15 @@ func standInKernel(t *testing.T) KernelBuilder {
 		if err != nil {
 			return nil, err
 		}
-		b := make([]byte, 0x80)
-		copy(b, "MZ")
-		binary.LittleEndian.PutUint32(b[0x3c:], 0x40)
-		copy(b[0x40:], "PE\x00\x00")
+		// A whole PE32+ image (the secure stage measures its sections),
+		// its one section the initramfs and the command line.
+		cmdline := strings.TrimSpace("console=ttyS0 mitigations=off " + o.Cmdline)
+		b := authenticodetest.PE(append(bytes.Clone(initrd), cmdline...), nil)
 		machine := uint16(0x8664)
 		if o.Arch == "arm64" {
 			machine = 0xaa64
 		}
-		binary.LittleEndian.PutUint16(b[0x44:], machine)
-		cmdline := strings.TrimSpace("console=ttyS0 mitigations=off " + o.Cmdline)
-		b = append(b, initrd...)
-		b = append(b, cmdline...)
+		binary.LittleEndian.PutUint16(b[binary.LittleEndian.Uint32(b[0x3c:])+4:], machine)
 		h := sha256.Sum256(b)
 		p := filepath.Join(dir, hex.EncodeToString(h[:8])+".bzImage")
 		if err := os.WriteFile(p, b, 0o644); err != nil {
@@ -132,7 +134,7 @@ func TestBuildLayoutAndManifest(t *testing.T) {
 	}
 
 	// The initramfs inside it lists exactly what the image needs.
-	recs, err := cpio.Read(bytes.NewReader(efi[0x80:]))
+	recs, err := cpio.Read(bytes.NewReader(efi[standInInitramfs:]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func TestBuildLayoutAndManifest(t *testing.T) {
 		{"go", strings.HasPrefix(m.Go.Version, "go1.") && m.Go.Compiler == "gc" && strings.Contains(m.Go.Flags, "-trimpath")},
 		{"config text", m.InitConfig.Text == "nic.rx_usecs=20\n" && m.InitConfig.SHA256 == sum([]byte("nic.rx_usecs=20\n"))},
 		{"config effective", m.InitConfig.Effective["nic.rx_usecs"] == "20" && m.InitConfig.Effective["workload.port"] == "8080"},
-		{"initramfs", m.Initramfs.SHA256 == sum(efi[0x80:0x80+m.Initramfs.Size]) && len(m.Initramfs.Entries) == 12},
+		{"initramfs", m.Initramfs.SHA256 == sum(efi[standInInitramfs:standInInitramfs+m.Initramfs.Size]) && len(m.Initramfs.Entries) == 12},
 		{"epoch", m.SourceDateEpoch == 1700000000},
 	}
 	for _, c := range checks {

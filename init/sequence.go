@@ -18,6 +18,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/power"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/init/sysctl"
+	"github.com/hotpath-dev/hotpath/init/tpm"
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 )
@@ -45,6 +46,7 @@ var sequence = []func(*machine) []boot.Step{
 	privilegeSteps,      // the workload's uid, gid, capabilities
 	observeSteps,        // log shipping, management endpoint (observe.go)
 	powerButtonSteps,    // ACPI power button: orderly power off
+	tpmSteps,            // PCR 4/7/12 and the event log's boot application, when there is a TPM
 }
 
 // machine is what the boot steps share: the file-system roots they read
@@ -317,6 +319,9 @@ func powerButtonSteps(m *machine) []boot.Step {
 		return nil
 	}}}
 }
+
+// tpmSteps read what the firmware measured (init/tpm).
+func tpmSteps(m *machine) []boot.Step { return []boot.Step{tpm.Step(m.sysRoot)} }
 
 // observeSteps start log shipping and the management endpoint once the
 // network is configured (observe.go).

@@ -35,6 +35,34 @@ type Manifest struct {
 	Workload        Program   `json:"workload"`
 	InitConfig      Config    `json:"init_config"`
 	Go              Toolchain `json:"go"`
+	// Signature is set when the EFI binary is signed for UEFI Secure Boot;
+	// EFI then describes the signed binary.
+	Signature *Signature `json:"signature,omitempty"`
+	// Measurements are the reference PCR values a TPM holds once the
+	// firmware has started the EFI binary (package image/pcr), in PCR
+	// order.
+	Measurements []Measurement `json:"measurements,omitempty"`
+}
+
+// Signature describes the EFI binary's Authenticode signature. The key
+// itself is never recorded.
+type Signature struct {
+	Format string `json:"format"` // "authenticode-pkcs7-sha256"
+	// CertSHA256 is the signer certificate's SHA-256 fingerprint (of its
+	// DER), the value db must hold or chain to.
+	CertSHA256 string `json:"cert_sha256"`
+	Subject    string `json:"subject"`
+	// UnsignedSHA256 is the binary's hash before signing.
+	UnsignedSHA256 string `json:"unsigned_sha256"`
+}
+
+// Measurement is one PCR's reference value in each bank (lower-case hex).
+type Measurement struct {
+	PCR    int    `json:"pcr"`
+	SHA256 string `json:"sha256"`
+	SHA384 string `json:"sha384"`
+	// What says what is measured into it, for a reader.
+	What string `json:"what"`
 }
 
 // Blob is a file's identity.

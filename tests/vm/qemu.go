@@ -145,6 +145,14 @@ type Config struct {
 	// exist and before QEMU starts: services the guest will reach (a fake
 	// metadata service, an NTP server) start here.
 	Prepare func(*Netns) error
+
+	// SecureBoot boots Debian's snakeoil OVMF, which enforces UEFI Secure
+	// Boot with the snakeoil certificate in db (OVMFCode and OVMFVars
+	// default to it), on q35 with SMM (secureboot.go). amd64 only.
+	SecureBoot bool
+	// TPM gives the guest a software TPM 2.0 with SHA-256 and SHA-384
+	// banks (swtpm, started per guest; tpm.go).
+	TPM bool
 }
 
 // VM is a running QEMU.
@@ -164,6 +172,8 @@ type VM struct {
 	waitErr error
 	rmDir   bool
 	logFile *os.File
+	// TPM is the guest's software TPM when Config.TPM is set.
+	TPM *SWTPM
 }
 
 // accelArgs are -machine with the accelerator, or for an x86 guest under
@@ -240,6 +250,7 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	for _, v := range cfg.SMBIOS {
 		args = append(args, "-smbios", v)
 	}
+	args = append(args, cfg.secureBootArgs()...)
 	if cfg.Netns != nil {
 		q := cfg.CPUs
 		if cfg.Queues > 0 {
@@ -277,6 +288,12 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	}
 	if err := m.CheckAccel(cfg.Accel); err != nil {
 		return nil, fmt.Errorf("vm: %w", err)
+	}
+	if cfg.SecureBoot && cfg.Arch == "arm64" {
+		return nil, errors.New("vm: SecureBoot: the snakeoil firmware is OVMF's (amd64)")
+	}
+	if cfg.SecureBoot && cfg.OVMFCode == "" {
+		cfg.OVMFCode, cfg.OVMFVars = SnakeoilCode, SnakeoilVars
 	}
 	if cfg.OVMFCode == "" {
 		cfg.OVMFCode = m.Code
@@ -324,6 +341,12 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 
 	qmpPath := filepath.Join(cfg.Dir, "qmp.sock")
 	args := cfg.Args(varsPath, qmpPath)
+	if cfg.TPM {
+		if v.TPM, err = StartSWTPM(cfg.Dir); err != nil {
+			return fail(err)
+		}
+		args = append(args, v.TPM.Args(cfg.Arch)...)
+	}
 	if cfg.Netns != nil {
 		// `ip netns exec` enters the namespace and execs QEMU, so the
 		// process we hold is QEMU itself.
@@ -418,6 +441,9 @@ func (v *VM) Close() error {
 	}
 	if v.logFile != nil {
 		v.logFile.Close()
+	}
+	if v.TPM != nil {
+		v.TPM.Close()
 	}
 	if v.rmDir {
 		return os.RemoveAll(v.Dir)

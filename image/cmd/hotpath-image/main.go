@@ -5,6 +5,7 @@
 //	hotpath-image run [flags]     boot a built disk in QEMU with OVMF and virtio-net
 //	hotpath-image stop -qmp SOCK  power a running guest off through QMP (ACPI power button)
 //	hotpath-image report LOG      a saved console log as a checklist, first failure on top
+//	hotpath-image pcrs DISK       the reference PCR values of a disk's EFI binary
 //
 // Run `hotpath-image <command> -h` for each command's flags.
 package main
@@ -21,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/hotpath-dev/hotpath/image"
+	"github.com/hotpath-dev/hotpath/image/sign"
 )
 
 const usage = `hotpath-image builds a UEFI-bootable appliance disk around a Go workload.
@@ -34,6 +36,8 @@ usage:
   hotpath-image stop -qmp SOCK  ask a guest started by 'run' to power off (ACPI power button)
   hotpath-image report LOG      read a saved console log (QEMU's, or EC2 get-console-output) and
                                 print a checklist of steps, facts and events, first failure on top
+  hotpath-image pcrs DISK       print the PCR 4 and 12 values (SHA-256, SHA-384) a TPM holds once
+                                the firmware has started the disk's EFI binary
 
 examples:
   hotpath-image build -out out
@@ -68,6 +72,8 @@ func main() {
 		if errors.Is(err, errFailed) {
 			os.Exit(1)
 		}
+	case "pcrs":
+		err = pcrsCmd(args, os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 		return
@@ -101,6 +107,8 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		minGiB    = fs.Int64("size", 1, "least virtual disk size in `GiB` (EC2 root volumes are at least 1)")
 		initPkg   = fs.String("init", "", "the init (`pkg|file`); default: hotpath's "+image.DefaultInit+" (for testing other inits)")
 		quietFlag = fs.Bool("q", false, "print only the summary")
+		signKey   = fs.String("sign-key", "", "sign the EFI binary for UEFI Secure Boot with this RSA private key (PEM `file`,\nunencrypted; never copied into the image or the logs); needs -sign-cert")
+		signCert  = fs.String("sign-cert", "", "the signer's X.509 certificate (PEM or DER `file`), the one db trusts")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI, or BOOTAA64.EFI for -arch arm64) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
@@ -128,6 +136,14 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *conf != "" {
 		if o.InitConfig, err = os.ReadFile(*conf); err != nil {
+			return err
+		}
+	}
+	if (*signKey == "") != (*signCert == "") {
+		return errors.New("-sign-key and -sign-cert go together")
+	}
+	if *signKey != "" {
+		if o.Sign, err = sign.LoadFiles(*signKey, *signCert); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hotpath-dev/hotpath/image/authenticode/authenticodetest"
 	"github.com/hotpath-dev/hotpath/image/manifest"
 	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
@@ -41,9 +42,9 @@ func fixture(t *testing.T) string {
 	return dir
 }
 
-// standInKernel writes a minimal PE32+ header for the build's
-// architecture (x86-64 or arm64) followed by the initramfs and command
-// line, so Run can be tested without a 30-minute kernel build; the real
+// standInKernel writes a minimal PE32+ image for the build's
+// architecture (x86-64 or arm64) whose one section is the initramfs and
+// command line, so Run can be tested without a 30-minute kernel build; the real
 // kernel runs in the plugin test.
 func standInKernel(t *testing.T) func(context.Context, kernelconfig.Options) (*kernelconfig.Result, error) {
 	dir := t.TempDir()
@@ -52,17 +53,15 @@ func standInKernel(t *testing.T) func(context.Context, kernelconfig.Options) (*k
 		if err != nil {
 			return nil, err
 		}
-		b := make([]byte, 0x80)
-		copy(b, "MZ")
-		binary.LittleEndian.PutUint32(b[0x3c:], 0x40)
-		copy(b[0x40:], "PE\x00\x00")
+		// A whole PE32+ image (the image's secure stage measures its
+		// sections), its one section the initramfs and the command line.
+		cmdline := strings.TrimSpace("console=ttyS0 mitigations=off " + o.Cmdline)
+		b := authenticodetest.PE(append(initrd, cmdline...), nil)
 		machine := uint16(0x8664)
 		if o.Arch == "arm64" {
 			machine = 0xaa64
 		}
-		binary.LittleEndian.PutUint16(b[0x44:], machine)
-		cmdline := strings.TrimSpace("console=ttyS0 mitigations=off " + o.Cmdline)
-		b = append(append(b, initrd...), cmdline...)
+		binary.LittleEndian.PutUint16(b[binary.LittleEndian.Uint32(b[0x3c:])+4:], machine)
 		p := filepath.Join(dir, "bzImage")
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			return nil, err

@@ -168,6 +168,7 @@ var ec2Actions = map[string]queryAction{
 		"BlockDeviceMapping.#.Ebs.VolumeType": str, "BlockDeviceMapping.#.Ebs.DeleteOnTermination": boolean,
 		"BlockDeviceMapping.#.Ebs.VolumeSize": integer,
 		"EnaSupport":                          boolean, "SriovNetSupport": str, "BootMode": str, "ImdsSupport": str, "TpmSupport": str,
+		"UefiData": str,
 	}), (*Server).registerImage},
 	"DescribeImages":  {merge(filters, querySpec{"ImageId.#": str, "Owner.#": str, "IncludeDeprecated": boolean}), (*Server).describeImages},
 	"DeregisterImage": {querySpec{"ImageId": str}, (*Server).deregisterImage},
@@ -324,6 +325,9 @@ func (s *Server) registerImage(p map[string]string, region string) (string, *Fau
 		return "", f
 	}
 	if f := checkRegister(im); f != nil {
+		return "", f
+	}
+	if f := checkUEFIData(im, p["UefiData"]); f != nil {
 		return "", f
 	}
 	if f := s.rootDevice(im, p); f != nil {

@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/hotpath-dev/hotpath/packer/internal/uefivars"
 )
 
 // BlockSize is what StartSnapshot answers, as EBS does.
@@ -105,6 +107,10 @@ type Image struct {
 	ProtectedUntil              time.Time
 	SourceRegion, SourceImageID string
 	State                       string
+	// UEFIData is RegisterImage's UefiData, UEFIVars its variables as
+	// decoded (uefi.go).
+	UEFIData string
+	UEFIVars []uefivars.Variable
 	// Params are the decoded request parameters that created the image.
 	Params       map[string]string
 	pendingPolls int

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	registryimage "github.com/hashicorp/packer-plugin-sdk/packer/registry/image"
+	"github.com/hotpath-dev/hotpath/image/manifest"
 )
 
 // BuilderID identifies artifacts of this post-processor.
@@ -26,6 +27,9 @@ type Artifact struct {
 	DiskSHA256 string
 	// Architecture is what the AMIs are registered as: x86_64 or arm64.
 	Architecture string
+	// PCRs are the image's reference PCR values (its manifest's
+	// measurements): what a KMS key policy for an attestable AMI names.
+	PCRs []manifest.Measurement
 
 	clients *clients
 }
@@ -66,6 +70,8 @@ func (a *Artifact) State(name string) interface{} {
 		return a.Snapshots
 	case "architecture":
 		return a.Architecture
+	case "pcrs":
+		return a.PCRs
 	}
 	return nil
 }
@@ -118,6 +124,10 @@ func (a *Artifact) registryImages() []*registryimage.Image {
 		}
 		if a.Architecture != "" {
 			im.Labels["architecture"] = a.Architecture
+		}
+		for _, m := range a.PCRs {
+			im.Labels[fmt.Sprintf("pcr%d_sha256", m.PCR)] = m.SHA256
+			im.Labels[fmt.Sprintf("pcr%d_sha384", m.PCR)] = m.SHA384
 		}
 		imgs = append(imgs, im)
 	}

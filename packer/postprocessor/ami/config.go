@@ -149,6 +149,14 @@ type Config struct {
 	SriovSupport *bool `mapstructure:"sriov_support"`
 	// NitroTPM: "v2.0" to expose a TPM 2.0, or unset.
 	TPMSupport string `mapstructure:"tpm_support"`
+	// UEFI variable store the AMI's instances start with, in EC2's format
+	// (base64, what python-uefivars -O aws writes and EC2
+	// GetInstanceUefiData returns): the Secure Boot keys. Prepare refuses
+	// one that does not decode.
+	UEFIData string `mapstructure:"uefi_data"`
+	// Secure Boot certificates to build uefi_data from (instead of
+	// giving it): pk, kek and db, PEM or DER files.
+	SecureBootCerts SecureBootCerts `mapstructure:"secure_boot_certs"`
 	// CPU architecture of the AMI: "x86_64" or "arm64" (Graviton).
 	// Default: the input artifact's manifest (amd64 is x86_64), else
 	// x86_64; a value that disagrees with the manifest is an error.
@@ -185,6 +193,11 @@ type Config struct {
 	PollInterval time.Duration `mapstructure:"poll_interval"`
 
 	ctx interpolate.Context
+	// uefiData is what RegisterImage sends as UefiData: uefi_data, or the
+	// store built from secure_boot_certs (prepareSecureBoot); uefiVars
+	// its variables, when they decode.
+	uefiData string
+	uefiVars uefiVariables
 }
 
 // Defaults, kept in one place so tests and docs agree.
@@ -294,6 +307,7 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	}
 
 	c.prepareAmazonKeys(add, &warnings)
+	c.prepareSecureBoot(add, &warnings)
 
 	// Encryption and the volume.
 	c.prepareKMS(add)

@@ -141,6 +141,8 @@ type FlatConfig struct {
 	ENASupport                *bool                                `mapstructure:"ena_support" cty:"ena_support" hcl:"ena_support"`
 	SriovSupport              *bool                                `mapstructure:"sriov_support" cty:"sriov_support" hcl:"sriov_support"`
 	TPMSupport                *string                              `mapstructure:"tpm_support" cty:"tpm_support" hcl:"tpm_support"`
+	UEFIData                  *string                              `mapstructure:"uefi_data" cty:"uefi_data" hcl:"uefi_data"`
+	SecureBootCerts           *FlatSecureBootCerts                 `mapstructure:"secure_boot_certs" cty:"secure_boot_certs" hcl:"secure_boot_certs"`
 	Architecture              *string                              `mapstructure:"architecture" cty:"architecture" hcl:"architecture"`
 	EncryptBoot               *bool                                `mapstructure:"encrypt_boot" cty:"encrypt_boot" hcl:"encrypt_boot"`
 	KMSKeyID                  *string                              `mapstructure:"kms_key_id" cty:"kms_key_id" hcl:"kms_key_id"`
@@ -210,6 +212,8 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"ena_support":                 &hcldec.AttrSpec{Name: "ena_support", Type: cty.Bool, Required: false},
 		"sriov_support":               &hcldec.AttrSpec{Name: "sriov_support", Type: cty.Bool, Required: false},
 		"tpm_support":                 &hcldec.AttrSpec{Name: "tpm_support", Type: cty.String, Required: false},
+		"uefi_data":                   &hcldec.AttrSpec{Name: "uefi_data", Type: cty.String, Required: false},
+		"secure_boot_certs":           &hcldec.BlockSpec{TypeName: "secure_boot_certs", Nested: hcldec.ObjectSpec((*FlatSecureBootCerts)(nil).HCL2Spec())},
 		"architecture":                &hcldec.AttrSpec{Name: "architecture", Type: cty.String, Required: false},
 		"encrypt_boot":                &hcldec.AttrSpec{Name: "encrypt_boot", Type: cty.Bool, Required: false},
 		"kms_key_id":                  &hcldec.AttrSpec{Name: "kms_key_id", Type: cty.String, Required: false},

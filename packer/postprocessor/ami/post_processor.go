@@ -59,6 +59,10 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 	if c.Architecture, err = resolveArchitecture(p.config.Architecture, in); err != nil {
 		return nil, true, false, err
 	}
+	pcrs, err := imageMeasurements(in, c.uefiVars)
+	if err != nil {
+		return nil, true, false, err
+	}
 	cl, err := newClients(ctx, &c.AccessConfig, p.loadOptions...)
 	if err != nil {
 		return nil, true, false, err
@@ -89,6 +93,7 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 		BuildRegion:  p.config.RawRegion,
 		DiskSHA256:   diskSHA256(in),
 		Architecture: c.Architecture,
+		PCRs:         pcrs,
 		clients:      cl,
 	}
 	return a, true, false, nil

@@ -201,6 +201,9 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 	if c.TPMSupport != "" {
 		in.TpmSupport = types.TpmSupportValues(c.TPMSupport)
 	}
+	if c.uefiData != "" {
+		in.UefiData = aws.String(c.uefiData)
+	}
 	if c.VolumeSize > 0 {
 		in.BlockDeviceMappings[0].Ebs.VolumeSize = aws.Int32(int32(c.VolumeSize))
 	}
@@ -213,6 +216,9 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 	tpm := ""
 	if c.TPMSupport != "" {
 		tpm = ", NitroTPM " + c.TPMSupport
+	}
+	if c.uefiData != "" {
+		tpm += ", UEFI variables (Secure Boot keys)"
 	}
 	ui.Say(fmt.Sprintf("Registering AMI %q from %s (%s, UEFI, ENA, IMDSv2 only%s)...", c.AMIName, snap, c.Architecture, tpm))
 	out, err := cl.ec2(c.RawRegion).RegisterImage(ctx, in)
