@@ -63,6 +63,16 @@
 //	nic.gro_flush_timeout      [0s] gro_flush_timeout: the timer that polls a queue whose interrupt is
 //	                              deferred; 0s leaves the kernel's default
 //	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
+//	nic.match                  [] NICs to use, comma-separated: MAC address, PCI address (0000:3b:00.0)
+//	                              or driver name (igb); the first matched is the primary, the others are
+//	                              bond members; NICs not matched are left down. Empty: the first NIC
+//	                              (net.interface)
+//	bond.mode                  [off] off, active-backup or 802.3ad: bond0 over the NICs nic.match
+//	                              selects (every physical NIC without it)
+//	bond.miimon                [100ms] how often the bond checks its members' carrier (milliseconds
+//	                              resolution)
+//	vlan.id                    [0] 802.1Q VLAN on top of the NIC or bond (the address goes on it); 0 =
+//	                              untagged
 //	sysctl.busy_poll           [50] net.core.busy_poll (µs)
 //	sysctl.busy_read           [50] net.core.busy_read (µs)
 //	sysctl.<dotted.name>       [] any other sysctl, e.g. sysctl.net.core.somaxconn=65535; overrides the

@@ -2,6 +2,7 @@ package nic
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -53,3 +54,6 @@ func MSIVectors(sysRoot, ifname string) (map[int]bool, error) {
 	}
 	return out, nil
 }
+
+// parseMAC parses a sysfs address attribute ("52:54:00:12:34:56").
+func parseMAC(s string) (net.HardwareAddr, error) { return net.ParseMAC(s) }
