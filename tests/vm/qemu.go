@@ -134,6 +134,10 @@ type Config struct {
 	// SMBIOS are QEMU -smbios values, e.g. "type=1,manufacturer=Amazon EC2"
 	// for a guest whose DMI says it is an EC2 instance.
 	SMBIOS []string
+	// Switch, if set, replaces the virtio-net NIC on Tap by the NICs of a
+	// dedicated server (model, count, VLAN) behind a userspace switch to
+	// the tap (switch.go); StartGuest starts it.
+	Switch *SwitchConfig
 	// Prepare runs in StartGuest once the namespace, tap and DHCP server
 	// exist and before QEMU starts: services the guest will reach (a fake
 	// metadata service, an NTP server) start here.
@@ -205,7 +209,9 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	for _, v := range cfg.SMBIOS {
 		args = append(args, "-smbios", v)
 	}
-	if cfg.Netns != nil {
+	if cfg.Netns != nil && cfg.Switch != nil {
+		args = append(args, cfg.Switch.args()...)
+	} else if cfg.Netns != nil {
 		q := cfg.CPUs
 		if cfg.Queues > 0 {
 			q = cfg.Queues
@@ -386,6 +392,8 @@ type Guest struct {
 	*VM
 	Netns *Netns
 	DHCP  *DHCPServer
+	// Switch is the userspace switch of a Config.Switch guest, else nil.
+	Switch *Switch
 	// Addr is the guest's address (what DHCP hands out).
 	Addr string
 }
@@ -407,7 +415,15 @@ func StartGuest(ctx context.Context, cfg Config) (*Guest, error) {
 		return nil, err
 	}
 	g := &Guest{Netns: ns, Addr: GuestAddr}
-	if err := ns.AddTap(TapName, HostAddr+"/24"); err != nil {
+	if cfg.Switch != nil {
+		err = ns.AddTapSingle(TapName, HostAddr+"/24")
+		if err == nil {
+			g.Switch, err = ns.StartSwitch(*cfg.Switch, TapName)
+		}
+	} else {
+		err = ns.AddTap(TapName, HostAddr+"/24")
+	}
+	if err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -447,6 +463,9 @@ func (g *Guest) Close() error {
 	}
 	if g.DHCP != nil {
 		errs = append(errs, g.DHCP.Close())
+	}
+	if g.Switch != nil {
+		errs = append(errs, g.Switch.Close())
 	}
 	if g.Netns != nil {
 		errs = append(errs, g.Netns.Close())
