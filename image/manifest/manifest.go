@@ -35,6 +35,10 @@ type Manifest struct {
 	Workload        Program   `json:"workload"`
 	InitConfig      Config    `json:"init_config"`
 	Go              Toolchain `json:"go"`
+
+	// Firmware are the files hotpath-image build -firmware put under
+	// /lib/firmware (also in Initramfs.Entries); none without it.
+	Firmware []Entry `json:"firmware,omitempty"`
 }
 
 // Blob is a file's identity.
