@@ -42,3 +42,13 @@ func TestLinkKeys(t *testing.T) {
 		}
 	}
 }
+
+// The bond and VLAN carry the network user-data comes over: user-data
+// cannot change them.
+func TestLinkKeysNotFromUserData(t *testing.T) {
+	for _, k := range []string{"bond.mode", "bond.miimon", "vlan.id", "nic.match"} {
+		if refusedKey(k) == "" {
+			t.Errorf("user-data may set %s", k)
+		}
+	}
+}
