@@ -53,7 +53,7 @@ const (
 )
 
 var (
-	pciForm    = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	pciForm    = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 	driverForm = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 )
 

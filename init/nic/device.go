@@ -9,8 +9,9 @@ import (
 	"strconv"
 )
 
-// pciAddr is a PCI function's name in sysfs: domain:bus:device.function.
-var pciAddr = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+// pciAddr is a PCI function's name in sysfs: domain:bus:device.function
+// (the domain has more than 4 digits behind Intel VMD: 10000:01:00.0).
+var pciAddr = regexp.MustCompile(`^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
 // pciFunction returns the sysfs directory of the PCI function behind
 // ifname, resolving sysRoot/class/net/IF/device: the device itself for a
