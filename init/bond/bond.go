@@ -31,7 +31,9 @@ const Name = "bond0"
 // one.
 type Netlink interface {
 	// AddBond creates the bond device (mode, miimon in ms) or, if one of
-	// that name exists, leaves it.
+	// that name exists, sets its mode and miimon: a built-in bonding
+	// driver makes bond0 itself at boot, in balance-rr (max_bonds=1,
+	// bond_init in drivers/net/bonding/bond_main.c).
 	AddBond(name string, mode config.BondMode, miimonMS int) error
 	// Enslave sets member down and makes it a member of bond.
 	Enslave(member, bond string) error
@@ -193,9 +195,6 @@ type Kernel struct{}
 
 // AddBond implements Netlink.
 func (Kernel) AddBond(name string, mode config.BondMode, miimonMS int) error {
-	if _, err := netlink.LinkByName(name); err == nil {
-		return nil
-	}
 	b := netlink.NewLinkBond(netlink.LinkAttrs{Name: name})
 	b.Mode = netlink.StringToBondMode(string(mode))
 	b.Miimon = miimonMS
@@ -205,6 +204,12 @@ func (Kernel) AddBond(name string, mode config.BondMode, miimonMS int) error {
 		// that a member the switch drops is seen in 3 s, not 90.
 		b.XmitHashPolicy = netlink.BOND_XMIT_HASH_POLICY_LAYER3_4
 		b.LacpRate = netlink.BOND_LACP_RATE_FAST
+	}
+	if l, err := netlink.LinkByName(name); err == nil {
+		// The mode can change while the bond is down and has no member,
+		// as the driver's own bond0 is at this point.
+		b.Index = l.Attrs().Index
+		return netlink.LinkModify(b)
 	}
 	return netlink.LinkAdd(b)
 }

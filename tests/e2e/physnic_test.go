@@ -170,6 +170,10 @@ func TestPhysNICBondVLAN(t *testing.T) {
 		port := map[string]int{"eth0": 0, "eth1": 1}[active]
 		other := 1 - port
 		before := b.Switch.FromGuest[other].Load()
+		// Active-backup from outside: the backup sent nothing so far.
+		if before != 0 {
+			t.Errorf("the backup member (net%d) carried %d frames before the failover: not active-backup", other, before)
+		}
 		if _, err := b.QMP.Execute(ctx, "set_link", map[string]any{"name": fmt.Sprintf("net%d", port), "up": false}); err != nil {
 			t.Fatal(err)
 		}
