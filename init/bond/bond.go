@@ -95,7 +95,12 @@ func (b *Bond) verifyMembers(context.Context, boot.Detail) error {
 }
 
 // UpStep brings the bond up and reports every member's link state. It
-// fails when no member has link: the bond would carry nothing.
+// waits for every member to have link, up to 20 miimon periods and a
+// second (the driver polls its members' carrier every miimon, so a link
+// that has just come up shows a period later), so that the report says
+// what the members are rather than how far the driver had polled; a
+// member still down then is reported down. It fails when no member has
+// link: the bond would carry nothing.
 func (b *Bond) UpStep() boot.Step {
 	return boot.Step{Name: "bond-up", Apply: func(_ context.Context, d boot.Detail) error {
 		if err := b.NL.SetUp(b.Name); err != nil {
@@ -103,8 +108,6 @@ func (b *Bond) UpStep() boot.Step {
 		}
 		return nil
 	}, Verify: func(ctx context.Context, d boot.Detail) error {
-		// The driver polls its members' carrier every miimon: give it a
-		// few periods to see a link that has just come up.
 		deadline := time.Now().Add(20*b.Miimon + time.Second)
 		for {
 			st, err := Read(b.SysRoot, b.Name)
@@ -112,10 +115,13 @@ func (b *Bond) UpStep() boot.Step {
 				return err
 			}
 			st.describe(d)
-			if st.Up() > 0 {
+			late := time.Now().After(deadline) || ctx.Err() != nil
+			switch {
+			case st.Up() == len(st.Members):
 				return nil
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
+			case late && st.Up() > 0:
+				return nil // carrying traffic; the members down are in the detail
+			case late:
 				return fmt.Errorf("%s: no member has link (%s)", b.Name, d["members"])
 			}
 			time.Sleep(b.Miimon)

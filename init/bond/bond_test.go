@@ -70,8 +70,16 @@ func TestBond(t *testing.T) {
 	if r.Status != "applied" || r.Detail["members"] != "eth0:up:active,eth1:down:backup" || r.Detail["active"] != "eth0" {
 		t.Errorf("bond-up: %+v", r)
 	}
+	// A member whose link the driver sees a few polls later is waited
+	// for: the report says both are up.
+	k.member("eth1", "down", "backup")
+	go func() { time.Sleep(50 * time.Millisecond); k.member("eth1", "up", "backup") }()
+	if r := boot.RunOne(context.Background(), b.UpStep()); r.Status != "applied" || r.Detail["members"] != "eth0:up:active,eth1:up:backup" {
+		t.Errorf("bond-up with eth1 coming up: %+v", r)
+	}
 	// No member with link: the bond carries nothing, and says so.
 	k.member("eth0", "down", "active")
+	k.member("eth1", "down", "backup")
 	if r := boot.RunOne(context.Background(), b.UpStep()); r.Status != "failed" || !strings.Contains(r.Error, "no member has link") {
 		t.Errorf("bond-up without link: %+v", r)
 	}
