@@ -105,6 +105,10 @@ type Options struct {
 	// policy's "console=ttyS0 mitigations=off panic=10 panic_on_oops=1"); hotpath.<key>=<value>
 	// words are init configuration overrides and are validated too.
 	Cmdline string
+	// Firmware is a directory whose files go into the initramfs under
+	// /lib/firmware (ice's DDP package: intel/ice/ddp/ice.pkg), each
+	// recorded in the manifest; "" means none (firmware.go).
+	Firmware string
 	// KernelSource, CacheDir and Jobs are passed to kernelconfig.
 	KernelSource string
 	CacheDir     string
@@ -258,6 +262,12 @@ func (b *build) programs(ctx context.Context, work string) (initBin, workBin []b
 // its path.
 func (b *build) initramfs(work string, initBin, workBin []byte) (string, error) {
 	entries := Entries(initBin, workBin, b.o.InitConfig)
+	fw, fwFiles, err := FirmwareEntries(b.o.Firmware)
+	if err != nil {
+		return "", err
+	}
+	entries = append(entries, fw...)
+	b.m.Firmware = fwFiles
 	var arc bytes.Buffer
 	if err := cpio.Write(&arc, entries, cpio.Options{MTime: uint32(b.epoch)}); err != nil {
 		return "", fmt.Errorf("initramfs: %w", err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/hotpath-dev/hotpath/init/bond"
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
@@ -36,7 +37,10 @@ var sequence = []func(*machine) []boot.Step{
 	previousBootSteps,   // a crashed previous boot's kernel log, from pstore (nitro.go)
 	nicDiscoverSteps,    // the primary NIC and its ethtool socket
 	numaSteps,           // NUMA nodes, the NIC's node, queue CPUs local first (nitro.go)
+	bondCreateSteps,     // bond0 over the nic.match NICs, enslaved while down (physnic.go)
 	nicTuneSteps,        // channels, spread, GRO, link up, moderation, qdisc, IRQs, XPS, RPS, NAPI deferral
+	memberTuneSteps,     // the NIC steps for the other bond members; ice's DDP package (physnic.go)
+	upperSteps,          // bond up with its members' link state, the VLAN on top (physnic.go)
 	networkSteps,        // DHCP, static address, or none
 	ipv6Steps,           // IPv6: DHCPv6, SLAAC, static or off (ipv6.go)
 	imdsSteps,           // user-data and identity from IMDSv2, on EC2 (instance.go)
@@ -76,6 +80,9 @@ type machine struct {
 	link     *nic.Link            // step nic-discover; nil without a NIC
 	ethtool  nic.Ethtool          // step nic-discover; nil without a NIC or ethtool
 	tuner    *nic.Tuner           // step nic-discover; nil without a NIC or ethtool (nic-spread settles its CPUs)
+	members  []nic.Link           // step nic-discover: the NICs in use (bond members), the primary first
+	bond     *bond.Bond           // bondCreateSteps; nil without bond.mode
+	netIf    string               // upperSteps: the interface the address goes on; "" is link's
 	dhcp     *netconf.DHCPOptions // networkSteps, in DHCP mode (for the retry after boot)
 	previous *report.PreviousBoot // step previous-boot; nil when pstore could not be read
 	numa     *report.NUMA         // step numa-locality; nil without a NIC
@@ -224,7 +231,7 @@ func intersect(want, have []int) (kept, dropped []int) {
 func nicDiscoverSteps(m *machine) []boot.Step {
 	var openErr error
 	return []boot.Step{{Name: "nic-discover", Apply: func(_ context.Context, d boot.Detail) error {
-		l, err := nic.Discover(m.sysRoot, m.cfg.Net.Interface)
+		l, err := m.discoverNICs(d)
 		if err != nil {
 			return boot.Skip("%v", err)
 		}
@@ -282,11 +289,11 @@ func networkSteps(m *machine) []boot.Step {
 	case m.link == nil:
 		return []boot.Step{skipStep("net", "no primary network interface")}
 	case m.cfg.Net.Mode == config.NetStatic:
-		return []boot.Step{netconf.StaticStep(m.link.Name,
+		return []boot.Step{netconf.StaticStep(m.netName(),
 			netconf.Lease{Addr: m.cfg.Net.Address, Gateway: m.cfg.Net.Gateway, MTU: m.cfg.Net.MTU}, m.procRoot)}
 	}
 	m.dhcp = &netconf.DHCPOptions{
-		Interface: m.link.Name, Timeout: m.cfg.Net.DHCPTimeout, Retries: m.cfg.Net.DHCPRetries, MTU: m.cfg.Net.MTU,
+		Interface: m.netName(), Timeout: m.cfg.Net.DHCPTimeout, Retries: m.cfg.Net.DHCPRetries, MTU: m.cfg.Net.MTU,
 		ResolvConf: "/etc/resolv.conf", ProcRoot: m.procRoot,
 		Log: log.New(m.con, "dhclient: ", 0),
 	}

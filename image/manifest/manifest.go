@@ -42,6 +42,9 @@ type Manifest struct {
 	// firmware has started the EFI binary (package image/pcr), in PCR
 	// order.
 	Measurements []Measurement `json:"measurements,omitempty"`
+	// Firmware are the files hotpath-image build -firmware put under
+	// /lib/firmware (also in Initramfs.Entries); none without it.
+	Firmware []Entry `json:"firmware,omitempty"`
 }
 
 // Signature describes the EFI binary's Authenticode signature. The key

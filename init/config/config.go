@@ -40,6 +40,8 @@ type Config struct {
 
 	Net Net // net.*
 	NIC NIC // nic.* (nic.go)
+	// Link is nic.match, bond.*, vlan.* (link.go).
+	Link Link
 
 	BusyPoll int
 	BusyRead int
@@ -67,7 +69,7 @@ type Key struct {
 // and handled beside it), grouped by the part of the init that uses them.
 // It is the single source for parsing, defaults, the effective-config map
 // in the boot report, and the package documentation (KeyTable, doc.go).
-var Keys = slices.Concat(workloadKeys, instanceKeys, netKeys, ipv6Keys, nicKeys, systemKeys)
+var Keys = slices.Concat(workloadKeys, instanceKeys, netKeys, ipv6Keys, nicKeys, linkKeys, systemKeys)
 
 // workloadKeys configure the workload's process and its probes.
 var workloadKeys = []Key{
@@ -564,6 +566,9 @@ func (c *Config) Validate() error {
 	if c.NIC.DeferHardIRQs > 0 && c.NIC.GROFlushTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("config: nic.defer_hard_irqs %d needs a positive nic.gro_flush_timeout "+
 			"(a deferred interrupt with no timer waits for the workload alone)", c.NIC.DeferHardIRQs))
+	}
+	if c.Link.Bond != BondNone && c.Link.BondMiimon < time.Millisecond {
+		errs = append(errs, fmt.Errorf("config: bond.mode=%s needs bond.miimon of at least 1ms", c.Link.Bond))
 	}
 	if c.MgmtPort != 0 && c.MgmtPort == c.WorkloadPort {
 		errs = append(errs, fmt.Errorf("config: mgmt.port %d is the workload's port", c.MgmtPort))

@@ -72,6 +72,16 @@
 //	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
 //	nic.numa_local             [on] fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs)
 //	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order
+//	nic.match                  [] NICs to use, comma-separated: MAC address, PCI address (0000:3b:00.0)
+//	                              or driver name (igb); the first matched is the primary, the others are
+//	                              bond members; NICs not matched are left down. Empty: the first NIC
+//	                              (net.interface)
+//	bond.mode                  [off] off, active-backup or 802.3ad: bond0 over the NICs nic.match
+//	                              selects (every physical NIC without it)
+//	bond.miimon                [100ms] how often the bond checks its members' carrier (milliseconds
+//	                              resolution)
+//	vlan.id                    [0] 802.1Q VLAN on top of the NIC or bond (the address goes on it); 0 =
+//	                              untagged
 //	sysctl.busy_poll           [50] net.core.busy_poll (µs)
 //	sysctl.busy_read           [50] net.core.busy_read (µs)
 //	sysctl.<dotted.name>       [] any other sysctl, e.g. sysctl.net.core.somaxconn=65535; overrides the

@@ -45,6 +45,7 @@ import (
 //   - workload.cpus: NIC queue i was bound to the i-th CPU of the list
 //     (IRQ affinity, XPS) before the network.
 //   - imds: it was read to get here.
+//   - bond.*, vlan.*: the bond and VLAN carry that network.
 //
 // sysctl.* keys are re-applied: the init runs the sysctl steps again with
 // the merged values before the workload starts. Every other key
@@ -66,6 +67,8 @@ func refusedKey(key string) string {
 		return "the NIC's queue interrupts and XPS were mapped to the CPU list before the network; set it in init.conf or on the kernel command line"
 	case key == "imds":
 		return "user-data was already read through the metadata service"
+	case strings.HasPrefix(key, "bond.") || strings.HasPrefix(key, "vlan."):
+		return "the bond and the VLAN carry the network that brought the user-data; set it in init.conf or on the kernel command line"
 	}
 	return ""
 }

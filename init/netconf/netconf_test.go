@@ -90,6 +90,8 @@ func TestHelperNetconfChild(t *testing.T) {
 	case "static":
 		step = StaticStep(ifname, Lease{Addr: netip.MustParsePrefix("10.78.0.9/24"),
 			Gateway: netip.MustParseAddr("10.78.0.1"), MTU: 1300}, "/proc")
+	case "static32":
+		step = StaticStep(ifname, Lease{Addr: netip.MustParsePrefix(static32Addr), Gateway: netip.MustParseAddr(static32Gateway)}, "/proc")
 	}
 	res := childResult{Step: boot.RunOne(context.Background(), step)}
 	res.Packets, _ = PacketSockets("/proc")

@@ -6,10 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hotpath-dev/hotpath/init/nic/irqname"
 )
 
 // Interrupt is one line of /proc/interrupts: its number, action names (a
@@ -89,27 +89,6 @@ type QueueIRQ struct {
 	Queue int
 }
 
-// naming returns the per-queue IRQ name pattern of a driver (group 1 is the
-// queue number) and the name of a shared all-queues IRQ, if the driver has
-// one. Drivers name their queue IRQs differently:
-//   - virtio-net: "virtio0-input.0", "virtio0-output.0" (the virtio device,
-//     not the interface); with too few MSI-X vectors every queue shares
-//     "virtio0-virtqueues", and there is nothing per queue to bind.
-//   - ENA: "eth0-Tx-Rx-0" (ena_setup_io_intr: "%s-Tx-Rx-%d" with the netdev
-//     name); its admin IRQ is "ena-mgmnt@pci:0000:00:05.0" and not a queue.
-//   - others (ixgbevf, ice, i40e, ...): "<ifname>-TxRx-0" and variants.
-func naming(l Link) (queue *regexp.Regexp, shared string) {
-	switch l.Driver {
-	case "virtio_net":
-		return regexp.MustCompile(`^` + regexp.QuoteMeta(l.Device) + `-(?:input|output)\.(\d+)$`),
-			l.Device + "-virtqueues"
-	case "ena":
-		return regexp.MustCompile(`^` + regexp.QuoteMeta(l.Name) + `-Tx-Rx-(\d+)$`), ""
-	default:
-		return regexp.MustCompile(`^(?:[a-z0-9]+-)?` + regexp.QuoteMeta(l.Name) + `-(?:TxRx|Tx-Rx|rx|tx|txrx)-(\d+)$`), ""
-	}
-}
-
 // ErrSharedIRQ reports that the device's queues share a single interrupt.
 type ErrSharedIRQ struct{ Name string }
 
@@ -117,9 +96,29 @@ func (e *ErrSharedIRQ) Error() string {
 	return fmt.Sprintf("all queues share one interrupt (%s): no per-queue MSI-X vectors", e.Name)
 }
 
-// QueueIRQs finds the per-queue interrupts of l in procRoot/interrupts,
-// sorted by queue then IRQ (virtio has an input and an output IRQ per queue).
+// QueueIRQs finds the per-queue interrupts of l in procRoot/interrupts by
+// their names alone (the driver's scheme in package irqname), sorted by
+// queue then IRQ (virtio has an input and an output IRQ per queue). The
+// tuning uses DeviceQueueIRQs, which first narrows the lines to the
+// device's own vectors.
 func QueueIRQs(procRoot string, l Link) ([]QueueIRQ, error) {
+	return queueIRQs(procRoot, l, nil)
+}
+
+// DeviceQueueIRQs is QueueIRQs among the MSI vectors of l's PCI function
+// only (sysRoot/class/net/IF/device, then its msi_irqs/): a name alone
+// cannot tell two mlx5 ports' vectors apart once a port is renamed, nor
+// a queue vector from another device's vector of the same name. A device
+// without msi_irqs/ (legacy INTx, a fake tree) is matched by name alone.
+func DeviceQueueIRQs(sysRoot, procRoot string, l Link) ([]QueueIRQ, error) {
+	msi, err := MSIVectors(sysRoot, l.Name)
+	if err != nil {
+		return nil, err
+	}
+	return queueIRQs(procRoot, l, msi)
+}
+
+func queueIRQs(procRoot string, l Link, only map[int]bool) ([]QueueIRQ, error) {
 	f, err := os.Open(filepath.Join(procRoot, "interrupts"))
 	if err != nil {
 		return nil, fmt.Errorf("nic: %w", err)
@@ -129,30 +128,23 @@ func QueueIRQs(procRoot string, l Link) ([]QueueIRQ, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nic: parse interrupts: %w", err)
 	}
-	re, shared := naming(l)
-	var out []QueueIRQ
-	sharedSeen := false
+	var actions []irqname.Action
 	for _, in := range ints {
+		if only != nil && !only[in.IRQ] {
+			continue
+		}
 		for _, name := range in.Names {
-			if shared != "" && name == shared {
-				sharedSeen = true
-			}
-			m := re.FindStringSubmatch(name)
-			if m == nil {
-				continue
-			}
-			q, _ := strconv.Atoi(m[1])
-			out = append(out, QueueIRQ{IRQ: in.IRQ, Name: name, Queue: q})
+			actions = append(actions, irqname.Action{IRQ: in.IRQ, Name: name})
 		}
 	}
-	if len(out) == 0 && sharedSeen {
+	s := irqname.For(l.Driver)
+	vs, shared := s.Match(irqname.Device{Driver: l.Driver, Ifname: l.Name, Dev: l.Device, PCI: l.PCI}, actions)
+	if len(vs) == 0 && shared != "" {
 		return nil, &ErrSharedIRQ{Name: shared}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Queue != out[j].Queue {
-			return out[i].Queue < out[j].Queue
-		}
-		return out[i].IRQ < out[j].IRQ
-	})
+	out := make([]QueueIRQ, len(vs))
+	for i, v := range vs {
+		out[i] = QueueIRQ{IRQ: v.IRQ, Name: v.Name, Queue: v.Queue}
+	}
 	return out, nil
 }

@@ -28,6 +28,9 @@ type Link struct {
 	// Device is the basename of the device link: "virtio0" for virtio-net
 	// (the prefix of its IRQ names), the PCI address for ENA.
 	Device string
+	// PCI is the address of the PCI function behind the interface
+	// ("0000:3b:00.0"), "" without one: mlx5 names its vectors after it.
+	PCI string
 }
 
 // Ethtool is the ethtool surface the steps use; *ethtool.Ethtool has it.
@@ -105,6 +108,9 @@ func describe(dir, name string) Link {
 	}
 	if t, err := os.Readlink(filepath.Join(dir, name, "device")); err == nil {
 		l.Device = filepath.Base(t)
+	}
+	if fn := pciFunction(filepath.Dir(filepath.Dir(dir)), name); fn != "" {
+		l.PCI = filepath.Base(fn)
 	}
 	return l
 }

@@ -476,7 +476,7 @@ func (t *Tuner) verifyQdisc(p *qdiscPlan, d boot.Detail) error {
 }
 
 func (t *Tuner) irqPlan() ([]QueueIRQ, map[int]int, error) {
-	irqs, err := QueueIRQs(t.ProcRoot, t.Link)
+	irqs, err := DeviceQueueIRQs(t.SysRoot, t.ProcRoot, t.Link)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -141,6 +141,10 @@ type Config struct {
 	// Nitro-like rigs (nitro.go): the disk on NVMe, NUMA nodes with the
 	// NIC on one of them, Graviton's PCI UART, no virtio-rng.
 	Nitro
+	// Switch, if set, replaces the virtio-net NIC on Tap by the NICs of a
+	// dedicated server (model, count, VLAN) behind a userspace switch to
+	// the tap (switch.go); StartGuest starts it.
+	Switch *SwitchConfig
 	// Prepare runs in StartGuest once the namespace, tap and DHCP server
 	// exist and before QEMU starts: services the guest will reach (a fake
 	// metadata service, an NTP server) start here.
@@ -251,7 +255,9 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		args = append(args, "-smbios", v)
 	}
 	args = append(args, cfg.secureBootArgs()...)
-	if cfg.Netns != nil {
+	if cfg.Netns != nil && cfg.Switch != nil {
+		args = append(args, cfg.Switch.args()...)
+	} else if cfg.Netns != nil {
 		q := cfg.CPUs
 		if cfg.Queues > 0 {
 			q = cfg.Queues
@@ -465,6 +471,8 @@ type Guest struct {
 	*VM
 	Netns *Netns
 	DHCP  *DHCPServer
+	// Switch is the userspace switch of a Config.Switch guest, else nil.
+	Switch *Switch
 	// Addr is the guest's address (what DHCP hands out).
 	Addr string
 }
@@ -486,7 +494,15 @@ func StartGuest(ctx context.Context, cfg Config) (*Guest, error) {
 		return nil, err
 	}
 	g := &Guest{Netns: ns, Addr: GuestAddr}
-	if err := ns.AddTap(TapName, HostAddr+"/24"); err != nil {
+	if cfg.Switch != nil {
+		err = ns.AddTapSingle(TapName, HostAddr+"/24")
+		if err == nil {
+			g.Switch, err = ns.StartSwitch(*cfg.Switch, TapName)
+		}
+	} else {
+		err = ns.AddTap(TapName, HostAddr+"/24")
+	}
+	if err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -528,6 +544,9 @@ func (g *Guest) Close() error {
 	}
 	if g.DHCP != nil {
 		errs = append(errs, g.DHCP.Close())
+	}
+	if g.Switch != nil {
+		errs = append(errs, g.Switch.Close())
 	}
 	if g.Netns != nil {
 		errs = append(errs, g.Netns.Close())

@@ -109,6 +109,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		quietFlag = fs.Bool("q", false, "print only the summary")
 		signKey   = fs.String("sign-key", "", "sign the EFI binary for UEFI Secure Boot with this RSA private key (PEM `file`,\nunencrypted; never copied into the image or the logs); needs -sign-cert")
 		signCert  = fs.String("sign-cert", "", "the signer's X.509 certificate (PEM or DER `file`), the one db trusts")
+		firmware  = fs.String("firmware", "", "`dir`ectory of firmware files put into the initramfs under /lib/firmware and recorded\nin the manifest (ice's DDP package: intel/ice/ddp/ice.pkg; without it ice runs in safe mode)")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI, or BOOTAA64.EFI for -arch arm64) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
@@ -122,7 +123,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	o := image.Options{
 		Out: *out, Arch: *arch, Root: *root, Cmdline: *cmdline, KernelSource: *ksrc, CacheDir: *cache, Jobs: *jobs,
-		MinDiskSize: *minGiB << 30, Log: stderr,
+		MinDiskSize: *minGiB << 30, Log: stderr, Firmware: *firmware,
 	}
 	if *quietFlag {
 		o.Log = io.Discard

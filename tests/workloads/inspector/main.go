@@ -7,6 +7,8 @@
 //	GET /inspect  a fresh inspector.Snapshot as JSON
 //	GET /conn     this connection as the inspector accepted it
 //	              (SO_INCOMING_CPU, the accepting CPU, credentials)
+//	GET /json     {"message":"Hello, World!"}, the appliance's answer, so
+//	              that one boot shows both traffic and the inspector's view
 //
 // It follows the workload contract: it listens on HOTPATH_PORT (default
 // 8080), and on SIGTERM prints "inspector: SIGTERM", drains and exits 0.
@@ -39,6 +41,9 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /inspect", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, inspector.Collect())
+	})
+	mux.HandleFunc("GET /json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]string{"message": "Hello, World!"})
 	})
 	mux.HandleFunc("GET /conn", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r.Context().Value(connKey{}))
