@@ -138,6 +138,17 @@ type Config struct {
 	// exist and before QEMU starts: services the guest will reach (a fake
 	// metadata service, an NTP server) start here.
 	Prepare func(*Netns) error
+
+	// Firmware is "uefi" (the default, "": OVMF or AAVMF on pflash) or
+	// "bios": QEMU's built-in SeaBIOS, no pflash (amd64 only), the way an
+	// EC2 .metal instance or an older server boots the disk.
+	Firmware string
+	// UserNet, instead of Tap, gives the guest a virtio-net NIC on QEMU's
+	// user networking, with a DHCP boot file for network boot; with Netns
+	// set (and no Tap) QEMU runs inside that namespace, so the guest
+	// reaches only the namespace's loopback (10.0.2.2 is its 127.0.0.1).
+	// Without Disk the guest boots from the network (see bootmodes.go).
+	UserNet *UserNet
 }
 
 // VM is a running QEMU.
@@ -183,10 +194,15 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	}
 	args = append(args, "-cpu", cpu)
 	args = append(args, m.Devices...)
-	if cfg.Disk != "" {
+	if cfg.usesPflash() {
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.OVMFCode,
-			"-drive", "if=pflash,format=raw,unit=1,file="+varsPath,
+			"-drive", "if=pflash,format=raw,unit=1,file="+varsPath)
+	}
+	if cfg.netBoot() {
+		args = append(args, cfg.UserNet.args()...)
+	} else if cfg.Disk != "" {
+		args = append(args,
 			"-drive", "if=none,id=disk0,format=raw,snapshot=on,file="+cfg.Disk,
 			"-device", "virtio-blk-pci,drive=disk0,bootindex=0",
 		)
@@ -205,7 +221,10 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	for _, v := range cfg.SMBIOS {
 		args = append(args, "-smbios", v)
 	}
-	if cfg.Netns != nil {
+	if cfg.UserNet != nil && !cfg.netBoot() {
+		args = append(args, cfg.UserNet.args()...)
+	}
+	if cfg.Netns != nil && cfg.Tap != "" {
 		q := cfg.CPUs
 		if cfg.Queues > 0 {
 			q = cfg.Queues
@@ -248,10 +267,13 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.OVMFVars == "" {
 		cfg.OVMFVars = m.Vars
 	}
-	if cfg.Disk == "" && cfg.Kernel == "" {
+	if cfg.Disk == "" && cfg.Kernel == "" && !cfg.netBoot() {
 		return nil, errors.New("vm: neither Disk nor Kernel given")
 	}
-	if cfg.Netns != nil && cfg.Tap == "" {
+	if err := cfg.checkBootMode(); err != nil {
+		return nil, err
+	}
+	if cfg.Netns != nil && cfg.Tap == "" && cfg.UserNet == nil {
 		return nil, errors.New("vm: Netns without Tap")
 	}
 	v := &VM{Accel: cfg.Accel, done: make(chan struct{})}
@@ -269,7 +291,7 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 		return nil, err
 	}
 	varsPath := filepath.Join(cfg.Dir, "OVMF_VARS.fd")
-	if cfg.Disk != "" {
+	if cfg.usesPflash() {
 		// Each guest gets its own writable copy of the variable store.
 		if err := copyFile(varsPath, cfg.OVMFVars); err != nil {
 			return fail(fmt.Errorf("vm: copy OVMF vars: %w", err))
