@@ -4,6 +4,8 @@
 //	hotpath-image build [flags]   build out/hotpath.img and out/manifest.json
 //	hotpath-image run [flags]     boot a built disk in QEMU with OVMF and virtio-net
 //	hotpath-image stop -qmp SOCK  power a running guest off through QMP (ACPI power button)
+//	hotpath-image serve [flags]   serve the EFI binary for UEFI HTTP boot, PXE and iPXE
+//	hotpath-image write [flags]   write the disk onto a server's disk (from a rescue system)
 //	hotpath-image report LOG      a saved console log as a checklist, first failure on top
 //
 // Run `hotpath-image <command> -h` for each command's flags.
@@ -32,6 +34,10 @@ usage:
   hotpath-image run [flags]     boot a disk in QEMU (OVMF UEFI, virtio-net, serial on this
                                 terminal) with 127.0.0.1:8080 forwarded to the guest's port 8080
   hotpath-image stop -qmp SOCK  ask a guest started by 'run' to power off (ACPI power button)
+  hotpath-image serve [flags]   serve the EFI binary for UEFI HTTP boot and iPXE (-tftp-dir: a TFTP
+                                root for UEFI PXE): a dedicated server boots it with no disk
+  hotpath-image write [flags]   write the disk onto a block device (a server's disk, from a rescue
+                                system), refusing a mounted one, and verify what was written
   hotpath-image report LOG      read a saved console log (QEMU's, or EC2 get-console-output) and
                                 print a checklist of steps, facts and events, first failure on top
 
@@ -40,6 +46,9 @@ examples:
   hotpath-image build -workload ./cmd/myserver -workload-dir ~/src/myserver -config my.conf
   hotpath-image build -workload ./bin/myserver-static -cmdline 'hotpath.workload.port=9000'
   hotpath-image run -disk out/hotpath.img && curl http://127.0.0.1:8080/json
+  hotpath-image run -firmware bios -disk out/hotpath.img        (legacy BIOS, as EC2 .metal boots)
+  hotpath-image serve -dir out -listen 0.0.0.0:8000             (UEFI HTTP boot, iPXE)
+  hotpath-image write -disk out/hotpath.img -device /dev/nvme0n1
   hotpath-image build -arch arm64 -out out-arm64 && hotpath-image run -disk out-arm64/hotpath.img
 
 Reproducible: the same inputs give the same disk and manifest bytes; SOURCE_DATE_EPOCH (default 0)
@@ -63,6 +72,10 @@ func main() {
 		err = run(args, os.Stdout, os.Stderr)
 	case "stop":
 		err = stopCmd(args, os.Stderr)
+	case "serve":
+		err = serve(ctx, args, os.Stdout, os.Stderr)
+	case "write":
+		err = writeCmd(args, os.Stdout, os.Stderr)
 	case "report":
 		err = reportCmd(args, os.Stdin, os.Stdout, os.Stderr)
 		if errors.Is(err, errFailed) {
