@@ -386,11 +386,16 @@ func TestPostProcessorRPC(t *testing.T) {
 }
 
 // writeManifest writes a hotpath manifest.json for the architecture (Go's
-// name) into dir, as the image builder does next to the disk.
+// name) into dir, as the image builder does next to the disk: an amd64
+// disk has BIOS boot code.
 func writeManifest(t *testing.T, dir, goarch string) string {
 	t.Helper()
 	p := filepath.Join(dir, "manifest.json")
-	if err := (&manifest.Manifest{Format: manifest.Format, Architecture: goarch}).WriteFile(p); err != nil {
+	m := &manifest.Manifest{Format: manifest.Format, Architecture: goarch}
+	if goarch == "amd64" {
+		m.Disk.BIOSBoot = &manifest.BIOSBoot{Index: 2, Loader: "grub i386-pc", Package: "grub-pc-bin"}
+	}
+	if err := m.WriteFile(p); err != nil {
 		t.Fatal(err)
 	}
 	return p
