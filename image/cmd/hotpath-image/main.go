@@ -114,9 +114,10 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		minGiB    = fs.Int64("size", 1, "least virtual disk size in `GiB` (EC2 root volumes are at least 1)")
 		initPkg   = fs.String("init", "", "the init (`pkg|file`); default: hotpath's "+image.DefaultInit+" (for testing other inits)")
 		quietFlag = fs.Bool("q", false, "print only the summary")
+		uefiOnly  = fs.Bool("uefi-only", false, "leave the legacy BIOS boot code (GRUB i386-pc, partition 2) out of an amd64 disk;\nits AMI is then registered uefi, and .metal instance types cannot boot it")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI, or BOOTAA64.EFI for -arch arm64) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI, or BOOTAA64.EFI for -arch arm64;\non amd64 also GRUB's BIOS boot code, which loads the same file) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -127,7 +128,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	o := image.Options{
 		Out: *out, Arch: *arch, Root: *root, Cmdline: *cmdline, KernelSource: *ksrc, CacheDir: *cache, Jobs: *jobs,
-		MinDiskSize: *minGiB << 30, Log: stderr,
+		MinDiskSize: *minGiB << 30, Log: stderr, UEFIOnly: *uefiOnly,
 	}
 	if *quietFlag {
 		o.Log = io.Discard
