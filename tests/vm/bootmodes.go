@@ -37,10 +37,20 @@ func (u *UserNet) args() []string {
 	for _, f := range u.HostFwd {
 		nd += ",hostfwd=" + f
 	}
-	return []string{
+	args := []string{
 		"-netdev", nd,
 		"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,mac=%s,romfile=,bootindex=0", GuestMAC),
 	}
+	if strings.HasPrefix(u.BootFile, "http://") || strings.HasPrefix(u.BootFile, "https://") {
+		// OVMF tries its PXEv4 and PXEv6 boot options before HTTPv4 (a
+		// TFTP error, then a wait for DHCPv6 offers that never come);
+		// these knobs of OVMF's platform boot manager leave them out, as
+		// a server's boot order set to HTTP boot would.
+		args = append(args,
+			"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+	}
+	return args
 }
 
 // netBoot says the guest boots from the network: a boot file and no disk

@@ -19,7 +19,8 @@ func TestArgsBootModes(t *testing.T) {
 		{"bios disk", Config{Disk: "d.img", Firmware: "bios"},
 			[]string{"file=d.img", "virtio-blk-pci"}, []string{"if=pflash"}},
 		{"http boot", Config{UserNet: &UserNet{BootFile: "http://10.0.2.2:8000/x.efi", HostFwd: []string{"tcp:127.0.0.1:8080-:8080"}}},
-			[]string{"if=pflash", "user,id=net0,bootfile=http://10.0.2.2:8000/x.efi,hostfwd=tcp:127.0.0.1:8080-:8080", "bootindex=0"},
+			[]string{"if=pflash", "user,id=net0,bootfile=http://10.0.2.2:8000/x.efi,hostfwd=tcp:127.0.0.1:8080-:8080", "bootindex=0",
+				"name=opt/org.tianocore/IPv4PXESupport,string=n"},
 			[]string{"virtio-blk-pci", "-kernel", "tap,"}},
 	} {
 		tc.cfg.CPUs, tc.cfg.MemoryMB, tc.cfg.Accel = 1, 256, "tcg"
