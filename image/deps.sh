@@ -12,7 +12,10 @@
 #          build-essential bc bison flex   the kernel's build tools (make, gcc, Kconfig parsers)
 #          libelf-dev libssl-dev           objtool and the kernel's certificate tools link these
 #          xz-utils cpio                   unpack the source tarball; inspect initramfs images
+#          grub-pc-bin                     GRUB's i386-pc boot code and modules (with grub-common's grub-mkimage):
+#                                          the x86 disk's legacy BIOS boot (image/bios); installs no boot loader here
 #   test   qemu-system-x86 ovmf            boot the disk image under UEFI firmware in tests and `make run`
+#          seabios                         QEMU's legacy BIOS: the same disk booted as on EC2 .metal (hotpath-image run -firmware bios)
 #          linux-source-6.1                the previous kernel, still buildable with -source: the policy tests configure it too
 #          iproute2                        network namespaces and tap devices for the guest's network
 #          strace                          count system calls per request in benchmarks and tests
@@ -38,8 +41,8 @@ for g in $groups; do
 			exit 1
 		fi
 		;;
-	build) want="$want linux-source-6.12 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio" ;;
-	test) want="$want qemu-system-x86 ovmf linux-source-6.1 iproute2 strace dosfstools gdisk swtpm swtpm-tools sbsigntool openssl" ;;
+	build) want="$want linux-source-6.12 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio grub-pc-bin" ;;
+	test) want="$want qemu-system-x86 ovmf seabios linux-source-6.1 iproute2 strace dosfstools gdisk swtpm swtpm-tools sbsigntool openssl" ;;
 	bench) want="$want wrk nginx-light strace" ;;
 	arm64) want="$want gcc-aarch64-linux-gnu qemu-system-arm qemu-efi-aarch64" ;;
 	*) echo "deps.sh: unknown group '$g' (want root, build, test, bench or arm64)" >&2; exit 2 ;;

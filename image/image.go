@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/image/bios"
 	"github.com/hotpath-dev/hotpath/image/cpio"
 	"github.com/hotpath-dev/hotpath/image/disk"
 	"github.com/hotpath-dev/hotpath/image/gobuild"
@@ -127,6 +128,11 @@ type Options struct {
 	// Sign, when set, signs the EFI binary for UEFI Secure Boot with this
 	// key (see secure.go); nil leaves it unsigned.
 	Sign *sign.Key
+	// UEFIOnly leaves the legacy BIOS boot code (package bios) out of an
+	// amd64 disk; arm64 disks never have it.
+	UEFIOnly bool
+	// BIOS builds the BIOS boot code; nil means bios.Build.
+	BIOS func(context.Context, bios.Options) (*bios.Loader, error)
 }
 
 // Result describes what Build produced.
@@ -160,7 +166,7 @@ func (r *Result) Summary() string {
 // Build builds the image in named stages, each of which fills in its part
 // of the manifest: prepare (defaults and the configuration, checked before
 // anything is built), toolchain, programs, initramfs, kernel, secure
-// (signature and reference measurements), disk.
+// (signature and reference measurements), biosBoot, disk.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	b, err := prepare(o)
@@ -190,6 +196,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if efi, err = b.secure(efi); err != nil {
 		return nil, err
 	}
+	if err := b.biosBoot(ctx); err != nil {
+		return nil, err
+	}
 	r, err := b.disk(efi)
 	if err != nil {
 		return nil, err
@@ -205,6 +214,7 @@ type build struct {
 	effective map[string]string // the init configuration the init will read (prepare)
 	m         *manifest.Manifest
 	a         machine.Machine // the architecture's boot facts (kernel)
+	bios      *disk.BIOSBoot  // legacy BIOS boot code, nil for UEFI only (biosBoot)
 }
 
 func (b *build) logf(format string, args ...any) {
@@ -338,6 +348,7 @@ func (b *build) disk(efi []byte) (*Result, error) {
 		VolumeID: disk.DeriveVolumeID(seed),
 		Time:     time.Unix(b.epoch, 0),
 		BootPath: b.a.BootPath,
+		BIOS:     b.bios,
 	}
 	if err := os.MkdirAll(b.o.Out, 0o755); err != nil {
 		return nil, err
@@ -366,6 +377,7 @@ func (b *build) disk(efi []byte) (*Result, error) {
 			Start: l.ESPStart, Size: l.ESPSize, FileSystem: "fat32",
 			VolumeID: fmt.Sprintf("%08X", do.VolumeID), BootPath: "/" + b.a.BootPath, BootPathOff: l.EFIStart,
 		},
+		BIOSBoot: b.m.Disk.BIOSBoot, // biosBoot's
 	}
 	if err := b.m.WriteFile(manPath); err != nil {
 		return nil, err

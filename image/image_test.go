@@ -117,7 +117,8 @@ func TestBuildLayoutAndManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := pt.(*gpt.Table)
-	if len(table.Partitions) != 1 || table.Partitions[0].Type != gpt.EFISystemPartition {
+	// amd64: the ESP first, and the BIOS boot partition (biosboot_test.go).
+	if len(table.Partitions) != 2 || table.Partitions[0].Type != gpt.EFISystemPartition || table.Partitions[1].Type != gpt.BIOSBoot {
 		t.Fatalf("partitions: %+v", table.Partitions)
 	}
 	fs, err := d.GetFilesystem(1)

@@ -1,7 +1,11 @@
 // Package disk writes the appliance's raw disk: a GPT with one EFI system
 // partition whose FAT32 file system holds \EFI\BOOT\BOOTX64.EFI, the path
 // UEFI firmware boots on removable and otherwise unconfigured disks (and the
-// one EC2 boots in UEFI mode).
+// one EC2 boots in UEFI mode). With Options.BIOS it boots legacy BIOS too
+// (EC2's .metal sizes, older dedicated servers): boot code in the
+// protective MBR and a BIOS boot partition, partition 2, in the sectors
+// before the ESP (package bios makes both). The ESP, its place and its
+// partition number are the same either way.
 //
 // The disk is sparse: it is created by truncation and only blocks holding
 // data are written, so a 1 GiB image allocates about as much as the EFI
@@ -42,6 +46,15 @@ const (
 	BootPathAA64 = "EFI/BOOT/BOOTAA64.EFI"
 	// blockSize is the granularity at which zero blocks are left as holes.
 	blockSize = 4096
+	// BIOSBootLBA..espStartLBA-1 is the BIOS boot partition (partition
+	// BIOSBootIndex), when the disk boots legacy BIOS too: the sectors
+	// between the primary GPT's 128 entries (LBA 2-33) and the ESP, about
+	// 1 MiB, where GRUB's core image is written (package bios).
+	BIOSBootLBA     = 34
+	BIOSBootSectors = espStartLBA - BIOSBootLBA
+	BIOSBootIndex   = 2
+	// BIOSBootType is the GPT type of a BIOS boot partition.
+	BIOSBootType = string(gpt.BIOSBoot)
 )
 
 // Options fixes the disk's size and identity.
@@ -57,6 +70,23 @@ type Options struct {
 	Time time.Time
 	// BootPath is the loader's path in the ESP; "" means BootPath (x86-64).
 	BootPath string
+	// BIOS, when set, makes the disk boot legacy BIOS too: its boot code
+	// goes into the protective MBR and its core image into a BIOS boot
+	// partition (BIOSBootIndex) before the ESP. The ESP is the same with
+	// or without it.
+	BIOS *BIOSBoot
+}
+
+// BIOSBoot is legacy BIOS boot code for the disk (made by package bios for
+// a core image at BIOSBootLBA).
+type BIOSBoot struct {
+	// MBR is written over the MBR's first 440 bytes, before the disk
+	// signature and the protective partition table.
+	MBR []byte
+	// Core is written at BIOSBootLBA; at most BIOSBootSectors sectors.
+	Core []byte
+	// PartGUID identifies the BIOS boot partition.
+	PartGUID string
 }
 
 // Layout describes a written disk.
@@ -67,6 +97,9 @@ type Layout struct {
 	EFIStart int64  // byte offset of the loader's first byte on the disk
 	DiskGUID string // as written
 	PartGUID string
+	// BIOSStart and BIOSSize are the BIOS boot partition's byte offset and
+	// size; zero when the disk boots UEFI only.
+	BIOSStart, BIOSSize int64
 }
 
 // ESPSize returns the ESP size for an EFI binary of n bytes: twice the
@@ -88,6 +121,9 @@ func Write(name string, efi []byte, o Options) (*Layout, error) {
 	}
 	if o.BootPath == "" {
 		o.BootPath = BootPath
+	}
+	if err := o.BIOS.check(); err != nil {
+		return nil, err
 	}
 	espSize := ESPSize(int64(len(efi)))
 	espStart := int64(espStartLBA * sector)
@@ -124,8 +160,28 @@ func Write(name string, efi []byte, o Options) (*Layout, error) {
 			GUID:  o.PartGUID,
 		}},
 	}
+	if o.BIOS != nil {
+		table.Partitions = append(table.Partitions, &gpt.Partition{
+			Index: BIOSBootIndex,
+			Start: BIOSBootLBA,
+			End:   espStartLBA - 1,
+			Type:  gpt.BIOSBoot,
+			Name:  "BIOS boot partition",
+			GUID:  o.BIOS.PartGUID,
+		})
+	}
 	if err := table.Write(sw, size); err != nil {
 		return nil, fmt.Errorf("disk: write GPT: %w", err)
+	}
+	if o.BIOS != nil {
+		// The GPT writer leaves the MBR's first 446 bytes alone; the
+		// core's sectors are fresh. Each byte is still written once.
+		if _, err := sw.WriteAt(o.BIOS.MBR, 0); err != nil {
+			return nil, fmt.Errorf("disk: write MBR boot code: %w", err)
+		}
+		if _, err := sw.WriteAt(o.BIOS.Core, BIOSBootLBA*sector); err != nil {
+			return nil, fmt.Errorf("disk: write BIOS boot partition: %w", err)
+		}
 	}
 	fl, err := fat.Write(sw, espStart, []fat.File{{Path: o.BootPath, Data: efi}}, fat.Options{
 		Size:          espSize,
@@ -149,14 +205,33 @@ func Write(name string, efi []byte, o Options) (*Layout, error) {
 	if err := os.Rename(tmp.Name(), name); err != nil {
 		return nil, fmt.Errorf("disk: %w", err)
 	}
-	return &Layout{
+	l := &Layout{
 		Size:     size,
 		ESPStart: espStart,
 		ESPSize:  espSize,
 		EFIStart: espStart + fl.Files[o.BootPath],
 		DiskGUID: table.GUID,
 		PartGUID: table.Partitions[0].GUID,
-	}, nil
+	}
+	if o.BIOS != nil {
+		l.BIOSStart, l.BIOSSize = BIOSBootLBA*sector, BIOSBootSectors*sector
+	}
+	return l, nil
+}
+
+// check refuses boot code that does not fit where Write puts it.
+func (b *BIOSBoot) check() error {
+	switch {
+	case b == nil:
+		return nil
+	case len(b.MBR) == 0 || len(b.MBR) > 440:
+		return fmt.Errorf("disk: MBR boot code of %d bytes, want 1-440 (the disk signature and partition table follow)", len(b.MBR))
+	case len(b.Core) == 0 || len(b.Core) > BIOSBootSectors*sector:
+		return fmt.Errorf("disk: BIOS core image of %d bytes, want 1-%d (the BIOS boot partition)", len(b.Core), BIOSBootSectors*sector)
+	case b.PartGUID == "":
+		return errors.New("disk: the BIOS boot partition's GUID must be given (a random one would make the image irreproducible)")
+	}
+	return nil
 }
 
 // sparseWriter writes to a freshly truncated file and leaves every

@@ -82,7 +82,38 @@ type Disk struct {
 	PartitionTable string `json:"partition_table"`
 	DiskGUID       string `json:"disk_guid"`
 	ESP            ESP    `json:"esp"`
+	// BIOSBoot is the legacy BIOS boot code; nil for a disk that boots
+	// UEFI only (every arm64 disk).
+	BIOSBoot *BIOSBoot `json:"bios_boot,omitempty"`
 }
+
+// BIOSBoot describes the BIOS boot partition and the loader in it and in
+// the MBR (see image/bios): which Debian package, which version, and the
+// hashes of what was read and what was written.
+type BIOSBoot struct {
+	Index    int    `json:"index"`
+	TypeGUID string `json:"type_guid"`
+	GUID     string `json:"guid"`
+	Start    int64  `json:"start"` // bytes from the start of the disk
+	Size     int64  `json:"size"`
+	// Loader names the boot code, e.g. "grub i386-pc".
+	Loader         string   `json:"loader"`
+	Package        string   `json:"package"` // e.g. grub-pc-bin
+	Version        string   `json:"version"`
+	MkimageVersion string   `json:"mkimage_version"` // grub-common's, which made the core image
+	Modules        []string `json:"modules"`
+	Config         string   `json:"config"` // built into the core image
+	// BootImgSHA256 and CoreImgSHA256 are boot.img as installed and the
+	// core image as grub-mkimage made it; MBRCodeSHA256 and CoreSHA256
+	// are the same after patching, as written on the disk.
+	BootImgSHA256 string `json:"boot_img_sha256"`
+	CoreImgSHA256 string `json:"core_img_sha256"`
+	MBRCodeSHA256 string `json:"mbr_code_sha256"`
+	CoreSHA256    string `json:"core_sha256"`
+}
+
+// BootsBIOS says whether the disk boots legacy BIOS as well as UEFI.
+func (m *Manifest) BootsBIOS() bool { return m.Disk.BIOSBoot != nil }
 
 // ESP describes the EFI system partition.
 type ESP struct {

@@ -157,6 +157,16 @@ type Config struct {
 	// TPM gives the guest a software TPM 2.0 with SHA-256 and SHA-384
 	// banks (swtpm, started per guest; tpm.go).
 	TPM bool
+	// Firmware is "uefi" (the default, "": OVMF or AAVMF on pflash) or
+	// "bios": QEMU's built-in SeaBIOS, no pflash (amd64 only), the way an
+	// EC2 .metal instance or an older server boots the disk.
+	Firmware string
+	// UserNet, instead of Tap, gives the guest a virtio-net NIC on QEMU's
+	// user networking, with a DHCP boot file for network boot; with Netns
+	// set (and no Tap) QEMU runs inside that namespace, so the guest
+	// reaches only the namespace's loopback (10.0.2.2 is its 127.0.0.1).
+	// Without Disk the guest boots from the network (see bootmodes.go).
+	UserNet *UserNet
 }
 
 // VM is a running QEMU.
@@ -232,10 +242,15 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 	args = append(args, "-cpu", cpu)
 	args = append(args, cfg.devices(m.Devices)...)
 	args = append(args, cfg.numaArgs()...)
-	if cfg.Disk != "" {
+	if cfg.usesPflash() {
 		args = append(args,
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+cfg.OVMFCode,
-			"-drive", "if=pflash,format=raw,unit=1,file="+varsPath,
+			"-drive", "if=pflash,format=raw,unit=1,file="+varsPath)
+	}
+	if cfg.netBoot() {
+		args = append(args, cfg.UserNet.args()...)
+	} else if cfg.Disk != "" {
+		args = append(args,
 			"-drive", "if=none,id=disk0,format=raw,snapshot=on,file="+cfg.Disk,
 			"-device", cfg.diskDevice(),
 		)
@@ -255,9 +270,12 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		args = append(args, "-smbios", v)
 	}
 	args = append(args, cfg.secureBootArgs()...)
+	if cfg.UserNet != nil && !cfg.netBoot() {
+		args = append(args, cfg.UserNet.args()...)
+	}
 	if cfg.Netns != nil && cfg.Switch != nil {
 		args = append(args, cfg.Switch.args()...)
-	} else if cfg.Netns != nil {
+	} else if cfg.Netns != nil && cfg.Tap != "" {
 		q := cfg.CPUs
 		if cfg.Queues > 0 {
 			q = cfg.Queues
@@ -307,10 +325,13 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 	if cfg.OVMFVars == "" {
 		cfg.OVMFVars = m.Vars
 	}
-	if cfg.Disk == "" && cfg.Kernel == "" {
+	if cfg.Disk == "" && cfg.Kernel == "" && !cfg.netBoot() {
 		return nil, errors.New("vm: neither Disk nor Kernel given")
 	}
-	if cfg.Netns != nil && cfg.Tap == "" {
+	if err := cfg.checkBootMode(); err != nil {
+		return nil, err
+	}
+	if cfg.Netns != nil && cfg.Tap == "" && cfg.UserNet == nil {
 		return nil, errors.New("vm: Netns without Tap")
 	}
 	if err := cfg.Nitro.check(&cfg); err != nil {
@@ -331,7 +352,7 @@ func Start(ctx context.Context, cfg Config) (*VM, error) {
 		return nil, err
 	}
 	varsPath := filepath.Join(cfg.Dir, "OVMF_VARS.fd")
-	if cfg.Disk != "" {
+	if cfg.usesPflash() {
 		// Each guest gets its own writable copy of the variable store.
 		if err := copyFile(varsPath, cfg.OVMFVars); err != nil {
 			return fail(fmt.Errorf("vm: copy OVMF vars: %w", err))

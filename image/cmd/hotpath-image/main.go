@@ -4,6 +4,8 @@
 //	hotpath-image build [flags]   build out/hotpath.img and out/manifest.json
 //	hotpath-image run [flags]     boot a built disk in QEMU with OVMF and virtio-net
 //	hotpath-image stop -qmp SOCK  power a running guest off through QMP (ACPI power button)
+//	hotpath-image serve [flags]   serve the EFI binary for UEFI HTTP boot, PXE and iPXE
+//	hotpath-image write [flags]   write the disk onto a server's disk (from a rescue system)
 //	hotpath-image report LOG      a saved console log as a checklist, first failure on top
 //	hotpath-image pcrs DISK       the reference PCR values of a disk's EFI binary
 //
@@ -34,6 +36,10 @@ usage:
   hotpath-image run [flags]     boot a disk in QEMU (OVMF UEFI, virtio-net, serial on this
                                 terminal) with 127.0.0.1:8080 forwarded to the guest's port 8080
   hotpath-image stop -qmp SOCK  ask a guest started by 'run' to power off (ACPI power button)
+  hotpath-image serve [flags]   serve the EFI binary for UEFI HTTP boot and iPXE (-tftp-dir: a TFTP
+                                root for UEFI PXE): a dedicated server boots it with no disk
+  hotpath-image write [flags]   write the disk onto a block device (a server's disk, from a rescue
+                                system), refusing a mounted one, and verify what was written
   hotpath-image report LOG      read a saved console log (QEMU's, or EC2 get-console-output) and
                                 print a checklist of steps, facts and events, first failure on top
   hotpath-image pcrs DISK       print the PCR 4 and 12 values (SHA-256, SHA-384) a TPM holds once
@@ -44,6 +50,9 @@ examples:
   hotpath-image build -workload ./cmd/myserver -workload-dir ~/src/myserver -config my.conf
   hotpath-image build -workload ./bin/myserver-static -cmdline 'hotpath.workload.port=9000'
   hotpath-image run -disk out/hotpath.img && curl http://127.0.0.1:8080/json
+  hotpath-image run -firmware bios -disk out/hotpath.img        (legacy BIOS, as EC2 .metal boots)
+  hotpath-image serve -dir out -listen 0.0.0.0:8000             (UEFI HTTP boot, iPXE)
+  hotpath-image write -disk out/hotpath.img -device /dev/nvme0n1
   hotpath-image build -arch arm64 -out out-arm64 && hotpath-image run -disk out-arm64/hotpath.img
 
 Reproducible: the same inputs give the same disk and manifest bytes; SOURCE_DATE_EPOCH (default 0)
@@ -67,6 +76,10 @@ func main() {
 		err = run(args, os.Stdout, os.Stderr)
 	case "stop":
 		err = stopCmd(args, os.Stderr)
+	case "serve":
+		err = serve(ctx, args, os.Stdout, os.Stderr)
+	case "write":
+		err = writeCmd(args, os.Stdout, os.Stderr)
 	case "report":
 		err = reportCmd(args, os.Stdin, os.Stdout, os.Stderr)
 		if errors.Is(err, errFailed) {
@@ -110,9 +123,10 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		signKey   = fs.String("sign-key", "", "sign the EFI binary for UEFI Secure Boot with this RSA private key (PEM `file`,\nunencrypted; never copied into the image or the logs); needs -sign-cert")
 		signCert  = fs.String("sign-cert", "", "the signer's X.509 certificate (PEM or DER `file`), the one db trusts")
 		firmware  = fs.String("firmware", "", "`dir`ectory of firmware files put into the initramfs under /lib/firmware and recorded\nin the manifest (ice's DDP package: intel/ice/ddp/ice.pkg; without it ice runs in safe mode)")
+		uefiOnly  = fs.Bool("uefi-only", false, "leave the legacy BIOS boot code (GRUB i386-pc, partition 2) out of an amd64 disk;\nits AMI is then registered uefi, and .metal instance types cannot boot it")
 	)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI, or BOOTAA64.EFI for -arch arm64) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: hotpath-image build [flags]\n\nBuilds the init and workload statically, packs them into a deterministic initramfs,\nbuilds the kernel with it and the command line built in (one EFI binary), and writes\n<out>/hotpath.img (GPT, one EFI system partition with \\EFI\\BOOT\\BOOTX64.EFI, or BOOTAA64.EFI for -arch arm64;\non amd64 also GRUB's BIOS boot code, which loads the same file) and\n<out>/manifest.json. SOURCE_DATE_EPOCH (default 0) is the only time in the image.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -123,7 +137,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	o := image.Options{
 		Out: *out, Arch: *arch, Root: *root, Cmdline: *cmdline, KernelSource: *ksrc, CacheDir: *cache, Jobs: *jobs,
-		MinDiskSize: *minGiB << 30, Log: stderr, Firmware: *firmware,
+		MinDiskSize: *minGiB << 30, Log: stderr, Firmware: *firmware, UEFIOnly: *uefiOnly,
 	}
 	if *quietFlag {
 		o.Log = io.Discard

@@ -24,7 +24,11 @@ import (
 
 // vm is what `run` boots.
 type vm struct {
-	Machine   machine.Machine
+	Machine machine.Machine
+	// Firmware is "uefi" (OVMF or AAVMF, the default) or "bios" (QEMU's
+	// own SeaBIOS, amd64 only: the disk's GRUB boot code, as on an EC2
+	// .metal instance or an older dedicated server).
+	Firmware  string
 	Disk      string
 	OVMFCode  string
 	OVMFVars  string // a private, writable copy
@@ -75,7 +79,7 @@ func (v vm) checkPorts() error {
 // qemuArgs returns QEMU's arguments for v. The disk is attached read-only:
 // `run` never changes the image that becomes the AMI.
 func qemuArgs(v vm) []string {
-	return append([]string{
+	args := []string{
 		"-name", "hotpath",
 		"-machine", v.Machine.Machine,
 		"-accel", v.Accel,
@@ -84,22 +88,28 @@ func qemuArgs(v vm) []string {
 		"-m", strconv.Itoa(v.MemoryMiB),
 		"-nodefaults",
 		"-display", "none",
+	}
+	if v.Firmware != "bios" {
 		// The UEFI firmware: code read-only, variables in a private copy.
-		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + v.OVMFCode,
-		"-drive", "if=pflash,format=raw,unit=1,file=" + v.OVMFVars,
-		"-drive", "if=none,id=disk0,format=raw,readonly=on,file=" + v.Disk,
+		// Without pflash drives QEMU boots its built-in SeaBIOS.
+		args = append(args,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+v.OVMFCode,
+			"-drive", "if=pflash,format=raw,unit=1,file="+v.OVMFVars)
+	}
+	return append(append(args,
+		"-drive", "if=none,id=disk0,format=raw,readonly=on,file="+v.Disk,
 		"-device", "virtio-blk-pci,drive=disk0,bootindex=1",
 		// User networking: no privileges, no host interfaces; the forwards
 		// listen on loopback only. romfile= skips the PXE option ROM.
-		"-netdev", "user,id=net0," + v.hostfwd(),
+		"-netdev", "user,id=net0,"+v.hostfwd(),
 		"-device", "virtio-net-pci,netdev=net0,romfile=",
 		// Serial console and QEMU monitor multiplexed on stdio (Ctrl-A C
 		// switches, Ctrl-A X quits).
 		"-serial", "mon:stdio",
-		"-qmp", "unix:" + v.QMP + ",server=on,wait=off",
+		"-qmp", "unix:"+v.QMP+",server=on,wait=off",
 		// A guest reboot (e.g. after a panic) ends the run instead of looping.
 		"-no-reboot",
-	}, v.Machine.Devices...)
+	), v.Machine.Devices...)
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -109,6 +119,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defaults := config.Default() // what the image's init uses unless configured
 	fs.StringVar(&v.Disk, "disk", "out/hotpath.img", "raw disk `image` to boot (attached read-only)")
 	arch := fs.String("arch", "", "the disk's `architecture`, amd64 or arm64 (QEMU virt, AAVMF, always TCG);\ndefault: the manifest.json beside the disk says, else amd64")
+	fs.StringVar(&v.Firmware, "firmware", "uefi", "`firmware`: uefi (OVMF, AAVMF) or bios (SeaBIOS, amd64 disks with the BIOS boot code:\nthe way EC2 .metal instances and older servers boot)")
 	fs.StringVar(&v.Accel, "accel", "tcg", "QEMU accelerator (`tcg` or kvm); KVM guests hang on some hosts, so TCG is the default")
 	fs.IntVar(&v.CPUs, "cpus", 2, "virtual CPUs")
 	fs.IntVar(&v.MemoryMiB, "mem", 1024, "guest memory in `MiB`")
@@ -170,6 +181,9 @@ func (v *vm) resolve(arch, code, vars, qemu string) (qemuPath, varsPath string, 
 		return "", "", err
 	}
 	v.Machine = m
+	if err := v.checkFirmware(); err != nil {
+		return "", "", err
+	}
 	if code == "" {
 		code = m.Code
 	}
@@ -190,6 +204,26 @@ func (v *vm) resolve(arch, code, vars, qemu string) (qemuPath, varsPath string, 
 	}
 	v.OVMFCode = code
 	return qemuPath, vars, nil
+}
+
+// checkFirmware refuses a firmware the machine or the disk cannot boot
+// with: BIOS is x86 only, and needs the BIOS boot code the manifest beside
+// the disk records (a disk without a manifest is tried as it is).
+func (v *vm) checkFirmware() error {
+	switch v.Firmware {
+	case "uefi":
+		return nil
+	case "bios":
+	default:
+		return fmt.Errorf("-firmware %q: want uefi or bios", v.Firmware)
+	}
+	if v.Machine.Arch != "amd64" {
+		return fmt.Errorf("-firmware bios: %s boots UEFI only", v.Machine.Arch)
+	}
+	if m, err := manifest.ReadFile(filepath.Join(filepath.Dir(v.Disk), "manifest.json")); err == nil && !m.BootsBIOS() {
+		return fmt.Errorf("-firmware bios: %s has no BIOS boot code (its manifest has no bios_boot; built UEFI-only?)", v.Disk)
+	}
+	return nil
 }
 
 // boot runs QEMU (cmd) to its end, turning SIGINT and SIGTERM into an
@@ -242,8 +276,12 @@ func boot(cmd *exec.Cmd, qmp string, stdout, stderr io.Writer) error {
 
 // printBanner says what boots and the URLs that reach it.
 func printBanner(w io.Writer, v vm) {
-	fmt.Fprintf(w, "hotpath-image run: booting %s (%s, QEMU %s %s, %d vCPUs, %d MiB, UEFI, virtio-net)\n",
-		v.Disk, v.Machine.Arch, v.Machine.Machine, v.Accel, v.CPUs, v.MemoryMiB)
+	fw := "UEFI"
+	if v.Firmware == "bios" {
+		fw = "SeaBIOS"
+	}
+	fmt.Fprintf(w, "hotpath-image run: booting %s (%s, QEMU %s %s, %d vCPUs, %d MiB, %s, virtio-net)\n",
+		v.Disk, v.Machine.Arch, v.Machine.Machine, v.Accel, v.CPUs, v.MemoryMiB, fw)
 	fmt.Fprintf(w, "  the workload:   curl http://%s:%d/json   (forwarded to guest port %d once the guest has booted)\n",
 		v.HostAddr, v.HostPort, v.GuestPort)
 	if v.mgmtForwarded() {

@@ -386,11 +386,16 @@ func TestPostProcessorRPC(t *testing.T) {
 }
 
 // writeManifest writes a hotpath manifest.json for the architecture (Go's
-// name) into dir, as the image builder does next to the disk.
+// name) into dir, as the image builder does next to the disk: an amd64
+// disk has BIOS boot code.
 func writeManifest(t *testing.T, dir, goarch string) string {
 	t.Helper()
 	p := filepath.Join(dir, "manifest.json")
-	if err := (&manifest.Manifest{Format: manifest.Format, Architecture: goarch}).WriteFile(p); err != nil {
+	m := &manifest.Manifest{Format: manifest.Format, Architecture: goarch}
+	if goarch == "amd64" {
+		m.Disk.BIOSBoot = &manifest.BIOSBoot{Index: 2, Loader: "grub i386-pc", Package: "grub-pc-bin"}
+	}
+	if err := m.WriteFile(p); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -474,9 +479,15 @@ func checkAMIs(t *testing.T, f *fakeaws.Server, a packersdk.Artifact, ui *uitest
 	if a.Id() != want {
 		t.Errorf("artifact id %q, want %q", a.Id(), want)
 	}
+	// An x86 disk boots both ways (BIOS boot code): uefi-preferred; arm64
+	// boots UEFI only.
+	mode, label := "uefi-preferred", "UEFI preferred, legacy BIOS where an instance type has no UEFI"
+	if arch == "arm64" {
+		mode, label = "uefi", "UEFI"
+	}
 	for _, im := range imgs {
 		if im.Name != "hotpath 1.0" || im.Tags["Version"] != "1.0" || im.State != "available" ||
-			im.BootMode != "uefi" || im.Imds != "v2.0" || !im.EnaSupport || im.SriovNetSupport != "simple" ||
+			im.BootMode != mode || im.Imds != "v2.0" || !im.EnaSupport || im.SriovNetSupport != "simple" ||
 			im.Architecture != arch || im.VolumeType != "gp3" || !im.DeleteOnTermination ||
 			strings.Join(im.LaunchUsers, ",") != "111122223333" {
 			t.Errorf("image %+v", im)
@@ -495,7 +506,7 @@ func checkAMIs(t *testing.T, f *fakeaws.Server, a packersdk.Artifact, ui *uitest
 	if got != sum {
 		t.Errorf("snapshot reassembled from the uploaded blocks: sha256 %s, disk %s", got, sum)
 	}
-	for _, s := range []string{"Started snapshot", "written", "MiB/s", "ETA", "is available in us-east-1", "(" + arch + ", UEFI, ENA, IMDSv2 only)"} {
+	for _, s := range []string{"Started snapshot", "written", "MiB/s", "ETA", "is available in us-east-1", "(" + arch + ", " + label + ", ENA, IMDSv2 only)"} {
 		if !ui.Contains(s) {
 			t.Errorf("UI does not say %q", s)
 		}

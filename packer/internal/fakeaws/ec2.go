@@ -189,7 +189,7 @@ var ec2Actions = map[string]queryAction{
 	}, (*Server).modifySnapshotAttribute},
 	"CreateLaunchTemplateVersion": {querySpec{
 		"LaunchTemplateId": str, "LaunchTemplateName": str, "SourceVersion": str, "VersionDescription": str,
-		"LaunchTemplateData.ImageId": str, "ClientToken": str,
+		"LaunchTemplateData.ImageId": str, "ClientToken": str, "LaunchTemplateData.InstanceType": str,
 		"LaunchTemplateData.MetadataOptions.HttpEndpoint": str, "LaunchTemplateData.MetadataOptions.HttpTokens": str,
 		"LaunchTemplateData.MetadataOptions.HttpProtocolIpv6":    str,
 		"LaunchTemplateData.NetworkInterface.1.DeviceIndex":      str,
@@ -199,6 +199,7 @@ var ec2Actions = map[string]queryAction{
 		(*Server).modifyLaunchTemplate},
 	"DescribeLaunchTemplateVersions": {querySpec{"LaunchTemplateId": str, "LaunchTemplateName": str, "LaunchTemplateVersion.#": str},
 		(*Server).describeLaunchTemplateVersions},
+	"DescribeInstanceTypes": {querySpec{"InstanceType.#": str}, (*Server).describeInstanceTypes}, // instancetypes.go
 }
 
 // notFound is EC2's answer for an id it does not know (in this region):
@@ -366,6 +367,8 @@ func checkRegister(im *Image) *Fault {
 		return badParam("TpmSupport %q", im.Tpm)
 	case im.Tpm != "" && im.BootMode != "uefi":
 		return badParam("NitroTPM (TpmSupport) needs BootMode uefi, not %q", im.BootMode)
+	case im.Architecture == "arm64" && im.BootMode != "" && im.BootMode != "uefi":
+		return badParam("BootMode %q: arm64 AMIs boot UEFI only", im.BootMode)
 	case len(im.Description) > 255:
 		return badParam("Description longer than 255 characters")
 	}

@@ -15,6 +15,9 @@ type LaunchTemplate struct {
 	// Images holds each version's AMI; version n is Images[n-1].
 	Images       []string
 	Descriptions []string
+	// InstanceTypes holds each version's instance type ("" or missing:
+	// none); see SetInstanceType.
+	InstanceTypes []string
 	// Options holds each version's IPv6 launch options as given (version
 	// n is Options[n-1]): what the rollout asked EC2 for.
 	Options []VersionOptions
@@ -117,6 +120,7 @@ func (s *Server) LaunchTemplates() map[string]LaunchTemplate {
 	for id, lt := range s.templates {
 		c := *lt
 		c.Images = append([]string(nil), lt.Images...)
+		c.InstanceTypes = append([]string(nil), lt.InstanceTypes...)
 		out[id] = c
 	}
 	return out
@@ -162,8 +166,9 @@ func (lt *LaunchTemplate) resolve(v string) (int, bool) {
 func (lt *LaunchTemplate) versionXML(n int) string {
 	return fmt.Sprintf("<launchTemplateId>%s</launchTemplateId><launchTemplateName>%s</launchTemplateName>"+
 		"<versionNumber>%d</versionNumber>%s<createTime>2026-01-01T00:00:00.000Z</createTime><createdBy>arn:aws:iam::123456789012:root</createdBy>"+
-		"<defaultVersion>%t</defaultVersion><launchTemplateData><imageId>%s</imageId></launchTemplateData>",
-		lt.ID, esc(lt.Name), n, optional("versionDescription", lt.Descriptions[n-1]), n == lt.Default, lt.Images[n-1])
+		"<defaultVersion>%t</defaultVersion><launchTemplateData><imageId>%s</imageId>%s</launchTemplateData>",
+		lt.ID, esc(lt.Name), n, optional("versionDescription", lt.Descriptions[n-1]), n == lt.Default, lt.Images[n-1],
+		optional("instanceType", lt.instanceType(n)))
 }
 
 // versionNotFound is EC2's answer for a launch template version that
@@ -195,11 +200,19 @@ func (s *Server) createLaunchTemplateVersion(p map[string]string, region string)
 	if len(p["VersionDescription"]) > 255 {
 		return "", badParam("VersionDescription longer than 255 characters")
 	}
+	itype := p["LaunchTemplateData.InstanceType"]
+	if itype == "" && src > 0 {
+		itype = lt.instanceType(src)
+	}
+	for len(lt.InstanceTypes) < len(lt.Images) {
+		lt.InstanceTypes = append(lt.InstanceTypes, "")
+	}
 	opts, f := versionOptions(p)
 	if f != nil {
 		return "", f
 	}
 	lt.Images = append(lt.Images, img)
+	lt.InstanceTypes = append(lt.InstanceTypes, itype)
 	lt.Descriptions = append(lt.Descriptions, p["VersionDescription"])
 	lt.Options = append(lt.Options, opts)
 	return "<launchTemplateVersion>" + lt.versionXML(len(lt.Images)) + "</launchTemplateVersion>", nil

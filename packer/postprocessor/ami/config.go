@@ -137,8 +137,11 @@ type Config struct {
 	// accepted (amazon plugin templates set them) only with the values
 	// the appliance supports.
 
-	// Boot mode: only "uefi" (the disk has an EFI system partition and
-	// no BIOS boot code).
+	// Boot mode: "uefi-preferred" (the default for an x86 disk that boots
+	// both ways, as hotpath's does: UEFI where the instance type has it,
+	// legacy BIOS on .metal sizes and the few other types without it),
+	// "uefi" (the default for arm64, for a UEFI-only disk and with
+	// tpm_support), or "legacy-bios". Like the amazon plugin's.
 	BootMode string `mapstructure:"boot_mode"`
 	// Instance metadata: only "v2.0" (IMDSv2 tokens only; the init
 	// never uses IMDSv1).
@@ -496,7 +499,7 @@ func (c *Config) prepareAmazonKeys(add func(string, ...any), warnings *[]string)
 			add("%s = %q is not supported: only %q (%s)", name, got, want, why)
 		}
 	}
-	fixed("boot_mode", c.BootMode, "uefi", "the disk has an EFI system partition and no BIOS boot code")
+	c.checkBootMode(add)
 	fixed("imds_support", c.IMDSSupport, "v2.0", "the init uses IMDSv2 tokens only; allowing IMDSv1 would only open a door")
 	fixed("tpm_support", c.TPMSupport, "v2.0", "NitroTPM 2.0, or leave it unset")
 	if c.ENASupport != nil && !*c.ENASupport {

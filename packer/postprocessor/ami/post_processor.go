@@ -59,6 +59,9 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 	if c.Architecture, err = resolveArchitecture(p.config.Architecture, in); err != nil {
 		return nil, true, false, err
 	}
+	if c.BootMode, err = resolveBootMode(&c, in); err != nil {
+		return nil, true, false, err
+	}
 	pcrs, err := imageMeasurements(in, c.uefiVars)
 	if err != nil {
 		return nil, true, false, err

@@ -100,10 +100,13 @@ func newPP(t *testing.T, f *fakeaws.Server, extra map[string]interface{}) *PostP
 }
 
 // input is the image builder's output as another builder (or artifice)
-// hands it on: the disk and an amd64 manifest.json next to it.
+// hands it on: the disk and an amd64 manifest.json next to it, of a disk
+// that boots both ways (BIOS boot code, as every amd64 build has).
 func input(t *testing.T, path string) packersdk.Artifact {
 	t.Helper()
-	return &packersdk.MockArtifact{FilesValue: []string{path, writeManifest(t, filepath.Dir(path), "amd64")}}
+	m := writeManifest(t, filepath.Dir(path), "amd64")
+	addBIOSBoot(t, m)
+	return &packersdk.MockArtifact{FilesValue: []string{path, m}}
 }
 
 // writeManifest writes a manifest.json for the given architecture (Go's
@@ -191,7 +194,7 @@ func TestPostProcess(t *testing.T) {
 		"BlockDeviceMapping.1.Ebs.DeleteOnTermination": "true",
 		"EnaSupport":                                   "true",
 		"SriovNetSupport":                              "simple",
-		"BootMode":                                     "uefi",
+		"BootMode":                                     "uefi-preferred",
 		"ImdsSupport":                                  "v2.0",
 		"TagSpecification.1.ResourceType":              "image",
 	} {

@@ -195,7 +195,7 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 		}},
 		EnaSupport:      aws.Bool(true),
 		SriovNetSupport: aws.String("simple"),
-		BootMode:        types.BootModeValuesUefi,
+		BootMode:        types.BootModeValues(c.BootMode),
 		ImdsSupport:     types.ImdsSupportValuesV20,
 	}
 	if c.TPMSupport != "" {
@@ -220,7 +220,7 @@ func (s *stepRegister) Run(ctx context.Context, state multistep.StateBag) multis
 	if c.uefiData != "" {
 		tpm += ", UEFI variables (Secure Boot keys)"
 	}
-	ui.Say(fmt.Sprintf("Registering AMI %q from %s (%s, UEFI, ENA, IMDSv2 only%s)...", c.AMIName, snap, c.Architecture, tpm))
+	ui.Say(fmt.Sprintf("Registering AMI %q from %s (%s, %s, ENA, IMDSv2 only%s)...", c.AMIName, snap, c.Architecture, bootModeLabel(c.BootMode), tpm))
 	out, err := cl.ec2(c.RawRegion).RegisterImage(ctx, in)
 	if err != nil {
 		return halt(ctx, state, fmt.Errorf("RegisterImage: %w", err))

@@ -93,6 +93,7 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 	result := &Artifact{AMIs: amis, Versions: map[string]int64{}, Refreshes: map[string]string{}}
 	state.Put(keyResult, result)
 	runner := &multistep.BasicRunner{Steps: []multistep.Step{
+		&stepBootModes{}, // bootmode.go: refuses before any change
 		&stepParameter{},
 		&stepTemplates{},
 		&stepRefresh{},
