@@ -70,6 +70,17 @@ func TestIPv6DualStack(t *testing.T) {
 			if n := inspector.TableRows(snap.Files["/proc/net/packet"]); n != 0 {
 				t.Errorf("%d AF_PACKET sockets open after the DHCPv4 and DHCPv6 leases:\n%s", n, snap.Files["/proc/net/packet"])
 			}
+			// The appliance's answer, over this family.
+			resp, err := client.Get(base + "/json")
+			if err != nil {
+				t.Errorf("%s/json: %v", base, err)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(body) != `{"message":"Hello, World!"}` {
+				t.Errorf("%s/json: %s %q", base, resp.Status, body)
+			}
 		}
 	})
 	t.Run("mgmt", func(t *testing.T) {
