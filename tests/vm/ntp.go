@@ -31,12 +31,15 @@ type NTPServer struct {
 }
 
 // ListenNTP serves NTP on addr (ip:port; port 0 picks one). Close stops it.
-func ListenNTP(addr string) (*NTPServer, error) {
-	ua, err := net.ResolveUDPAddr("udp4", addr)
+func ListenNTP(addr string) (*NTPServer, error) { return listenNTP("udp4", addr) }
+
+// listenNTP serves NTP on addr in network ("udp4" or "udp6").
+func listenNTP(network, addr string) (*NTPServer, error) {
+	ua, err := net.ResolveUDPAddr(network, addr)
 	if err != nil {
 		return nil, err
 	}
-	c, err := net.ListenUDP("udp4", ua)
+	c, err := net.ListenUDP(network, ua)
 	if err != nil {
 		return nil, fmt.Errorf("ntp server: %w", err)
 	}

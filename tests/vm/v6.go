@@ -60,20 +60,7 @@ func (n *Netns) StartDualStack() (*RouterAdvertiser, *DHCP6Server, error) {
 }
 
 // ListenNTP6 is ListenNTP on an IPv6 address ([ip]:port).
-func ListenNTP6(addr string) (*NTPServer, error) {
-	ua, err := net.ResolveUDPAddr("udp6", addr)
-	if err != nil {
-		return nil, err
-	}
-	c, err := net.ListenUDP("udp6", ua)
-	if err != nil {
-		return nil, fmt.Errorf("ntp server: %w", err)
-	}
-	s := &NTPServer{conn: c, Stratum: 1}
-	s.wg.Add(1)
-	go s.serve()
-	return s, nil
-}
+func ListenNTP6(addr string) (*NTPServer, error) { return listenNTP("udp6", addr) }
 
 // StartNTP6 serves NTP at [TimeSyncAddr6]:123 inside the namespace (the
 // address goes on its loopback): Amazon Time Sync's IPv6 endpoint.
