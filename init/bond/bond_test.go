@@ -23,12 +23,21 @@ type fakeKernel struct {
 	up  map[string]bool
 }
 
+// write replaces p's content at once (a new file renamed over it), as a
+// read of a sysfs attribute sees either value and never an empty file:
+// TestBond changes a member's state from a goroutine while bond-up reads.
 func (k *fakeKernel) write(p, v string) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		k.t.Fatal(err)
+		k.t.Error(err)
+		return
 	}
-	if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
-		k.t.Fatal(err)
+	tmp := p + ".new"
+	if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
+		k.t.Error(err)
+		return
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		k.t.Error(err)
 	}
 }
 
