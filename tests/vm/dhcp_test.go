@@ -64,7 +64,19 @@ func TestDHCPServer(t *testing.T) {
 	if !ack.ServerIdentifier().Equal(netIP("10.79.0.1")) {
 		t.Errorf("server id = %v", ack.ServerIdentifier())
 	}
-	if log := srv.Log(); len(log) != 2 || log[0].Type != dhcpv4.MessageTypeDiscover || log[1].Type != dhcpv4.MessageTypeRequest ||
+	// A client retransmits a DISCOVER whose OFFER it has not seen within
+	// its timeout (on a loaded machine, or before the veth's carrier is
+	// up): the server logs each one, and that is right. The exchange is
+	// the log with repeats of one message folded.
+	log := srv.Log()
+	for i := 1; i < len(log); {
+		if log[i].Type == log[i-1].Type {
+			log = append(log[:i:i], log[i+1:]...)
+			continue
+		}
+		i++
+	}
+	if len(log) != 2 || log[0].Type != dhcpv4.MessageTypeDiscover || log[1].Type != dhcpv4.MessageTypeRequest ||
 		log[1].MAC.String() != cl.InterfaceAddr().String() || !log[1].Requested.Equal(netIP("10.79.0.2")) {
 		t.Errorf("server log = %v, want DISCOVER then REQUEST for 10.79.0.2 from %v", log, cl.InterfaceAddr())
 	}
