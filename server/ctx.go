@@ -135,7 +135,7 @@ func (c *Ctx) JSON(v JSONAppender) { WriteJSON(c, v) }
 // the handler's stack (TestWriteJSONNoAllocs checks it). A pointer type
 // still escapes.
 func WriteJSON[T JSONAppender](c *Ctx, v T) {
-	c.contentType = "application/json"
+	c.contentType = jsonType
 	c.w.body = v.AppendJSON(c.w.body[:0])
 }
 
@@ -227,25 +227,36 @@ func panicString(p any) string {
 	}
 }
 
+// jsonType is the Content-Type of WriteJSON's responses.
+const jsonType = "application/json"
+
 func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
-	if c.status == 200 {
-		out = append(out, w.head200...)
-	} else {
-		out = appendStatusLine(out, c.status)
-		out = append(out, w.srv.serverHeader...)
-		out = append(out, w.date...)
-	}
-	if c.contentType != "" {
-		out = append(out, "Content-Type: "...)
-		out = append(out, c.contentType...)
-		out = append(out, "\r\n"...)
-	}
 	// 1xx, 204 and 304 responses carry neither a body nor its length.
 	hasBody := c.status >= 200 && c.status != 204 && c.status != 304
-	if hasBody {
-		out = append(out, "Content-Length: "...)
+	switch {
+	case c.status == 200 && c.contentType == jsonType:
+		// The most common head, up to the length, in one append.
+		out = append(out, w.head200JSON...)
 		out = strconv.AppendInt(out, int64(len(w.body)), 10)
 		out = append(out, "\r\n"...)
+	default:
+		if c.status == 200 {
+			out = append(out, w.head200...)
+		} else {
+			out = appendStatusLine(out, c.status)
+			out = append(out, w.srv.serverHeader...)
+			out = append(out, w.date...)
+		}
+		if c.contentType != "" {
+			out = append(out, "Content-Type: "...)
+			out = append(out, c.contentType...)
+			out = append(out, "\r\n"...)
+		}
+		if hasBody {
+			out = append(out, "Content-Length: "...)
+			out = strconv.AppendInt(out, int64(len(w.body)), 10)
+			out = append(out, "\r\n"...)
+		}
 	}
 	for i := range c.nheaders {
 		out = append(out, c.headers[i][0]...)

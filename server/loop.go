@@ -123,10 +123,13 @@ func (w *worker) tick() {
 		w.date = append(w.date[:0], "Date: "...)
 		w.date = wall.UTC().AppendFormat(w.date, "Mon, 02 Jan 2006 15:04:05 GMT")
 		w.date = append(w.date, "\r\n"...)
-		// The head of every 200 response changes only with the date.
+		// The head of every 200 response changes only with the date; that of a
+		// WriteJSON response (head200JSON) up to its Content-Length value too.
 		w.head200 = append(w.head200[:0], statusLines[200]...)
 		w.head200 = append(w.head200, w.srv.serverHeader...)
 		w.head200 = append(w.head200, w.date...)
+		w.head200JSON = append(w.head200JSON[:0], w.head200...)
+		w.head200JSON = append(w.head200JSON, "Content-Type: "+jsonType+"\r\nContent-Length: "...)
 	}
 }
 

@@ -94,6 +94,7 @@ type worker struct {
 	dateSec           int64
 	date              []byte // "Date: ...\r\n", re-rendered when the second changes
 	head200           []byte // status line, Server and Date of a 200, with date
+	head200JSON       []byte // head200, the JSON Content-Type and "Content-Length: "
 	route             *route // the route of the last request: pipelines repeat one path
 
 	requests atomic.Uint64

@@ -1,0 +1,125 @@
+package http1
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// FuzzFastPath parses every input twice, with the fast paths of fast.go
+// and with the general parser alone, and requires the same result: the
+// same error or length, and the same Request field by field (the slices
+// at the same offsets of the input). Every split of the input is tried
+// too, since the fast paths give up on a line that has not arrived in
+// full. The seeds are the framing and edge cases of the other tests' kind
+// plus the lines the fast paths stop at (a tab, a '%', a long line, every
+// limit), and run in every `go test`.
+func FuzzFastPath(f *testing.F) {
+	for _, s := range []string{
+		"GET /json HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
+		"GET /json?x=1&y=%41 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\n",
+		"GET /a?b?c HTTP/1.0\r\n\r\n",
+		"GET /? HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.9\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.x\r\nHost: a\r\n\r\n",
+		"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1 \r\nHost: a\r\n\r\n",
+		"GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\n\r\n",
+		"GET / HTTP/1.1\r\nHost:\ta\t\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost:  a  \r\nX-Y:\r\nZ: \r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX: \x7f\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9 and more than eight\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX : b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n: b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n X: folded\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a:8x\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+		"POST /in HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n",
+		"GET http://h/p HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+		"\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"G\x00T / HTTP/1.1\r\n\r\n",
+		"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /#f HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /" + string(bytes.Repeat([]byte("a"), 100)) + " HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX: " + string(bytes.Repeat([]byte("v"), 100)) + "\r\n\r\n",
+	} {
+		f.Add([]byte(s), 128)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, maxHeader int) {
+		lim := Limits{MaxHeaderBytes: 16 + maxHeader&0x1ff, MaxBodyBytes: 64}
+		for cut := len(in); cut >= 0; cut-- {
+			fast, slow := parseBoth(in[:cut], lim)
+			if fast != slow {
+				t.Fatalf("%q (limit %d):\nfast:    %s\ngeneral: %s", in[:cut], lim.MaxHeaderBytes, fast, slow)
+			}
+		}
+	})
+}
+
+// parseBoth parses b with and without the fast paths (each on its own copy:
+// a chunked body is decoded in place) and describes each result.
+func parseBoth(b []byte, lim Limits) (fast, slow string) {
+	describe := func(fastPaths bool) string {
+		in := bytes.Clone(b)
+		var r Request
+		n, err := parse(in, &r, lim, nil, fastPaths)
+		if err != nil {
+			return fmt.Sprintf("n=%d err=%v", n, err)
+		}
+		off := func(s []byte) string {
+			if s == nil {
+				return "nil"
+			}
+			if len(s) == 0 {
+				return "empty"
+			}
+			// Every slice points into in: compare where, not only what.
+			for i := range in {
+				if &in[i] == &s[0] {
+					return fmt.Sprintf("[%d:%d]", i, i+len(s))
+				}
+			}
+			return fmt.Sprintf("outside %q", s)
+		}
+		d := fmt.Sprintf("n=%d method=%s target=%s path=%s query=%s minor=%d host=%s cl=%d chunked=%v body=%s hl=%d ka=%v kat=%v e100=%v headers=",
+			n, off(r.Method), off(r.Target), off(r.Path), off(r.Query), r.Minor, off(r.Host), r.ContentLength,
+			r.Chunked, off(r.Body), r.HeaderLen, r.KeepAlive, r.KeepAliveToken, r.Expect100)
+		for _, h := range r.Headers[:r.NumHeaders] {
+			d += off(h.Name) + ":" + off(h.Value) + " "
+		}
+		return d
+	}
+	return describe(true), describe(false)
+}
+
+// TestFastPathTaken checks that the requests the fast paths are for do
+// take them: a request line and header lines that fall back to the
+// general parser would still parse, and only the benchmarks would notice.
+func TestFastPathTaken(t *testing.T) {
+	b := []byte("GET /json?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: wrk/4.2 (a longer value)\r\nAccept: */*\r\n\r\n")
+	var r Request
+	p, ok := r.fastRequestLine(b, 0, len(b))
+	if !ok || string(b[p-2:p]) != "\r\n" || string(r.Path) != "/json" || string(r.Query) != "x=1" || r.Minor != 1 {
+		t.Fatalf("request line: ok=%v p=%d path %q query %q minor %d", ok, p, r.Path, r.Query, r.Minor)
+	}
+	for range 3 {
+		next, done, ok := r.fastField(b, p, len(b))
+		if !ok || done {
+			t.Fatalf("field at %d (%q): ok=%v done=%v", p, b[p:], ok, done)
+		}
+		p = next
+	}
+	if _, done, ok := r.fastField(b, p, len(b)); !ok || !done {
+		t.Fatalf("empty line at %d: ok=%v done=%v", p, ok, done)
+	}
+	if r.NumHeaders != 3 || string(r.Headers[1].Value) != "wrk/4.2 (a longer value)" {
+		t.Fatalf("headers %d, second %q", r.NumHeaders, r.Headers[1].Value)
+	}
+}
