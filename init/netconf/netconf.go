@@ -150,12 +150,8 @@ func StaticStep(ifname string, l Lease, procRoot string) boot.Step {
 			if !l.Addr.IsValid() {
 				return fmt.Errorf("net.mode=static without net.address")
 			}
-			link, err := netlink.LinkByName(ifname)
-			if err != nil {
-				return fmt.Errorf("link %s: %w", ifname, err)
-			}
-			if err := netlink.LinkSetUp(link); err != nil {
-				return fmt.Errorf("link set %s up: %w", ifname, err)
+			if _, err := LinkUp(ifname); err != nil {
+				return err
 			}
 			if err := Install(ifname, l, ""); err != nil {
 				return err
@@ -317,7 +313,7 @@ func Install(ifname string, l Lease, resolvConf string) error {
 		}
 	}
 	a := &netlink.Addr{
-		IPNet:       prefixNet(l.Addr),
+		IPNet:       PrefixNet(l.Addr),
 		ValidLft:    Forever,
 		PreferedLft: Forever,
 	}
@@ -340,7 +336,7 @@ func Install(ifname string, l Lease, resolvConf string) error {
 		if !l.Addr.Masked().Contains(l.Gateway) {
 			// A gateway outside the leased subnet (a /32 lease) needs a
 			// link route to itself first.
-			host := &netlink.Route{LinkIndex: idx, Dst: prefixNet(netip.PrefixFrom(l.Gateway, 32)), Scope: netlink.SCOPE_LINK}
+			host := &netlink.Route{LinkIndex: idx, Dst: PrefixNet(netip.PrefixFrom(l.Gateway, 32)), Scope: netlink.SCOPE_LINK}
 			if err := netlink.RouteReplace(host); err != nil {
 				return fmt.Errorf("route %s dev %s: %w", l.Gateway, ifname, err)
 			}
@@ -360,7 +356,22 @@ func Install(ifname string, l Lease, resolvConf string) error {
 	return nil
 }
 
-func prefixNet(p netip.Prefix) *net.IPNet {
+// LinkUp looks ifname up and sets it up, for an address installed without
+// a DHCP exchange (which sets the link up itself): a static IPv4 or IPv6
+// address.
+func LinkUp(ifname string) (netlink.Link, error) {
+	link, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("link %s: %w", ifname, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return nil, fmt.Errorf("link set %s up: %w", ifname, err)
+	}
+	return link, nil
+}
+
+// PrefixNet is p as the net.IPNet netlink takes, for either family.
+func PrefixNet(p netip.Prefix) *net.IPNet {
 	bits := 32
 	if p.Addr().Is6() {
 		bits = 128

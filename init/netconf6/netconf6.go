@@ -240,15 +240,12 @@ func Install(ifname string, l Lease) error {
 	if !l.Addr.IsValid() {
 		return errors.New("no IPv6 address to install")
 	}
-	link, err := netlink.LinkByName(ifname)
+	link, err := netconf.LinkUp(ifname)
 	if err != nil {
-		return fmt.Errorf("link %s: %w", ifname, err)
-	}
-	if err := netlink.LinkSetUp(link); err != nil {
-		return fmt.Errorf("link set %s up: %w", ifname, err)
+		return err
 	}
 	a := &netlink.Addr{
-		IPNet:       &net.IPNet{IP: net.IP(l.Addr.Addr().AsSlice()), Mask: net.CIDRMask(l.Addr.Bits(), 128)},
+		IPNet:       netconf.PrefixNet(l.Addr),
 		ValidLft:    netconf.Forever,
 		PreferedLft: netconf.Forever,
 		Flags:       unix.IFA_F_NODAD,
