@@ -200,8 +200,9 @@ type VM struct {
 // TCG with vCPU threads overcommitted on the host's cores, a vCPU can
 // still run a stale translation holding the int3 after the patch is
 // done, and the kernel dies of "Oops: int3" (seen in sched_clock_cpu
-// from an IPI on an idle CPU: "Fatal exception in interrupt"), about one
-// 4-vCPU boot in twenty on a 2-core machine, never with 2 vCPUs. With
+// from an IPI on an idle CPU: "Fatal exception in interrupt"): seen in 2
+// of about 16 4-vCPU boots on a 2-core machine (CI's and ours, December
+// 2026; not a measured rate), in none of the 2-vCPU boots. With
 // more vCPUs than host CPUs, multi-threading gains nothing over one
 // thread that runs the vCPUs in turn, and the one thread has no such
 // race. arm64 patches under stop_machine and is not affected.
