@@ -26,6 +26,8 @@
 #   arm64  gcc-aarch64-linux-gnu           cross-builds the arm64 (Graviton) kernel; only for ARCH=arm64
 #          qemu-system-arm qemu-efi-aarch64  boot arm64 images on QEMU's virt machine through AAVMF UEFI firmware
 #   bench  wrk                             the HTTP load generator
+#          valgrind                        user-space instructions per request (cachegrind), a
+#                                          figure the machine's load does not move
 #          nginx-light                     one of the servers compared side by side
 #   (`make bench-vm` also needs Debian's stock kernel: it fetches linux-image-amd64 with
 #   `apt-get download` into its cache and unpacks it there, never installing it on this machine.)
@@ -43,7 +45,7 @@ for g in $groups; do
 		;;
 	build) want="$want linux-source-6.12 build-essential bc bison flex libelf-dev libssl-dev xz-utils cpio grub-pc-bin" ;;
 	test) want="$want qemu-system-x86 ovmf seabios linux-source-6.1 iproute2 strace dosfstools gdisk swtpm swtpm-tools sbsigntool openssl" ;;
-	bench) want="$want wrk nginx-light strace" ;;
+	bench) want="$want wrk nginx-light strace valgrind" ;;
 	arm64) want="$want gcc-aarch64-linux-gnu qemu-system-arm qemu-efi-aarch64" ;;
 	*) echo "deps.sh: unknown group '$g' (want root, build, test, bench or arm64)" >&2; exit 2 ;;
 	esac

@@ -248,6 +248,51 @@ if [[ -f $WORK/strace.hotpath.1 ]]; then
 	sed -n '1,12p' "$WORK/strace.hotpath.1" >&2
 fi
 
+# User-space instructions per request (cachegrind): unlike CPU time, a
+# count that does not move with the machine's load, so that a change to
+# the request path can be measured on a busy 2-core machine. Each server
+# runs under valgrind twice, over N and 2N requests from fixedload, and
+# the difference of the totals over N is the cost of one request, start-up
+# and shutdown cancelled. Kernel work is not counted: the C floor's figure
+# is its own loop and CRLFCRLF scan only. GODEBUG=asyncpreemptoff=1: the
+# Go runtime's preemption signals are not what is measured (and callgrind,
+# unlike cachegrind, aborts on them).
+instr_run() { # NAME DEPTH PERCONN -> total instructions
+	local name=$1 depth=$2 n=$3 port out
+	port=$(port_of "$name")
+	out=$WORK/cachegrind.$name.$depth.$n
+	local cmd=("$WORK/$name" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU")
+	[[ $name == cfloor ]] && cmd=("$WORK/cfloor" -addr "127.0.0.1:$port")
+	GODEBUG=asyncpreemptoff=1 taskset -c "$SERVER_CPU" valgrind --tool=cachegrind --cache-sim=no \
+		--cachegrind-out-file="$out.out" "${cmd[@]}" 2>"$out.log" &
+	local vpid=$! i
+	for i in $(seq 300); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+		sleep 0.1
+	done
+	taskset -c "$CLIENT_CPU" "$WORK/fixedload" -addr "127.0.0.1:$port" -c 16 -n "$n" -depth "$depth" >/dev/null
+	kill -TERM "$vpid"
+	wait "$vpid" 2>/dev/null || true
+	sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$out.log" | tr -d ,
+}
+instr_per_request() { # NAME DEPTH PERCONN
+	local a b
+	a=$(instr_run "$1" "$2" "$3")
+	b=$(instr_run "$1" "$2" $(($3 * 2)))
+	awk -v a="${a:-0}" -v b="${b:-0}" -v n=$((16 * $3)) 'BEGIN { if (a > 0 && b > a) printf "%.0f", (b - a) / n; else print "n/a" }'
+}
+declare -A INSTR
+if command -v valgrind >/dev/null 2>&1; then
+	for name in "${peers[@]}"; do
+		case $name in hotpath | baseline | cfloor) ;; *) continue ;; esac
+		INSTR[$name.plain]=$(instr_per_request "$name" 1 200)
+		INSTR[$name.pipelined]=$(instr_per_request "$name" "$DEPTH" 1600)
+		log "user-space instructions/request $name: plain ${INSTR[$name.plain]} pipelined ${INSTR[$name.pipelined]}"
+	done
+else
+	log "valgrind not installed: no instruction counts (apt-get install valgrind)"
+fi
+
 # Step 10 (issue 26): the worker sets its epoll instance's busy-poll
 # parameters with EPIOCSPARAMS (_IOC(_IOC_WRITE, 0x8a, 0x1, 0x8) to an
 # strace that does not know the name) and reads them back (EPIOCGPARAMS).
@@ -345,6 +390,14 @@ echo "  server MemStats over a $DURATION wrk run: ${run_allocs:-?} (${run_line#*
 echo
 echo "cpu us/r is the server's user+system CPU time per request during the run: when the one wrk"
 echo "thread saturates its CPU (the plain column, usually), req/s measures wrk and cpu us/r the server."
+if ((${#INSTR[@]} > 0)); then
+	echo
+	echo "user-space instructions per request (cachegrind, 16 connections, exact load; independent of the machine's load):"
+	for name in "${peers[@]}"; do
+		[[ -n ${INSTR[$name.plain]:-} ]] || continue
+		printf '  %-9s plain %6s   pipelined %6s\n' "$name" "${INSTR[$name.plain]}" "${INSTR[$name.pipelined]}"
+	done
+fi
 echo
 echo "a worker started with -prefer-busy-poll, traced (strace -e ioctl): EPIOCSPARAMS and EPIOCGPARAMS on its epoll instance"
 echo "${epoll_lines:-  (none seen: see $WORK/strace.epoll with KEEP=1)}"
