@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"strings"
@@ -91,10 +92,30 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
+// scrapeTries and scrapeTimeout bound readCounters: each try is a new
+// connection (a new source port, so RSS may put it on another queue).
+const (
+	scrapeTries   = 4
+	scrapeTimeout = 15 * time.Second
+)
+
 // readCounters scrapes the guest's management port from inside its
-// network namespace.
-func readCounters(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), host string) (counters, error) {
-	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+// network namespace, trying again on a new connection when a scrape does
+// not answer in time; failed is how many tries did not (a guest whose
+// network stalls shows in the table, it does not end the run).
+func readCounters(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), host string) (c counters, failed int, err error) {
+	for i := 0; i < scrapeTries; i++ {
+		if c, err = scrape(ctx, dial, host); err == nil {
+			return c, failed, nil
+		}
+		failed++
+		log.Printf("scrape %s:%s: %v", host, MgmtPort, err)
+	}
+	return c, failed, err
+}
+
+func scrape(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), host string) (counters, error) {
+	c := &http.Client{Timeout: scrapeTimeout, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+net.JoinHostPort(host, MgmtPort)+"/metrics", nil)
 	if err != nil {
 		return counters{}, err

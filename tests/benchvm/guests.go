@@ -51,8 +51,9 @@ const (
 // the step-10 values s and the 6.1 kernel source.
 func specs(s Step10, source61 string) []spec {
 	return []spec{
-		{Key: "6.1", Name: "appliance, kernel 6.1", Source: source61, Version: "6.1", Cmdline: noDeferral + " " + preferOff},
-		{Key: "6.12", Name: "appliance, kernel 6.12", Cmdline: noDeferral + " " + preferOff},
+		{Key: "6.1", Name: "6.1, step 10 off", Source: source61, Version: "6.1", Cmdline: noDeferral + " " + preferOff},
+		{Key: "6.1-step10", Name: "6.1, step 10 asked", Source: source61, Version: "6.1", Cmdline: s.deferral() + " " + preferOn},
+		{Key: "6.12", Name: "6.12, step 10 off", Cmdline: noDeferral + " " + preferOff},
 		{Key: "6.12-defer", Name: "6.12, deferral only", Cmdline: s.deferral() + " " + preferOff},
 		{Key: "6.12-step10", Name: "6.12, step 10 on", Cmdline: s.deferral() + " " + preferOn},
 		{Key: "stock", Name: "stock Debian kernel", Stock: true},

@@ -61,7 +61,7 @@ var (
 	threads   = flag.Int("t", 2, "wrk threads")
 	runs      = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
 	path      = flag.String("path", "/json", "request path")
-	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
+	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
 	source61  = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
 	deferIRQs = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
 	groFlush  = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")
@@ -77,44 +77,55 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("bench-vm: ")
 	flag.Parse()
+	if err := run(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run builds, boots, measures and prints; its deferred cleanups (guests,
+// the lock, the work directory) run whatever fails.
+func run(ctx context.Context) error {
 	if os.Geteuid() != 0 {
-		log.Fatal("run as root: the guests' network lives in namespaces with tap devices")
+		return errors.New("run as root: the guests' network lives in namespaces with tap devices")
 	}
 	if _, err := exec.LookPath("wrk"); err != nil {
-		log.Fatal("wrk not found: image/deps.sh bench")
+		return errors.New("wrk not found: image/deps.sh bench")
 	}
 	sel, err := selectGuests(specs(Step10{*deferIRQs, *groFlush}, *source61), *guestList)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	ctx := context.Background()
 	accel := vm.Accel()
 	work, err := os.MkdirTemp("", "benchvm")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer os.RemoveAll(work)
 	guests, err := prepare(ctx, sel, work, accel)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	if *lockPath != "" {
 		unlock, err := flock(*lockPath)
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		defer unlock()
 	}
 	for _, g := range guests {
-		if err := g.boot(ctx); err != nil {
-			log.Fatal(err)
+		err := g.boot(ctx)
+		if g.Guest != nil {
+			defer g.Close()
 		}
-		defer g.Close()
+		if err != nil {
+			return err
+		}
 	}
 	if err := rounds(ctx, guests); err != nil {
-		log.Fatal(err)
+		return err
 	}
 	printTable(os.Stdout, guests, accel)
+	return nil
 }
 
 // prepare builds what each guest boots: an appliance disk per appliance

@@ -26,6 +26,7 @@ type guest struct {
 	// outcome, the workload's epoll busy-poll line.
 	notes   []string
 	samples []sample
+	failed  int // runs that did not complete (wrk or a scrape failed)
 }
 
 // sample is one run: wrk's figures and the guest's counters around it.
@@ -33,6 +34,9 @@ type sample struct {
 	RPS      float64
 	Requests int64
 	Delta    counters
+	// Stalls counts the scrapes of the management port around the run
+	// that got no answer in time and were tried again.
+	Stalls int
 }
 
 func (s sample) perRequest(v float64) float64 { return v / float64(s.Requests) }
@@ -107,7 +111,7 @@ func consoleLine(console, s string) string {
 // run drives wrk for d against the guest, reading its counters before and
 // after.
 func (g *guest) run(ctx context.Context, d time.Duration) (sample, error) {
-	before, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
+	before, stalls, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: before the run: %w", g.Name, err)
 	}
@@ -117,7 +121,7 @@ func (g *guest) run(ctx context.Context, d time.Duration) (sample, error) {
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: wrk: %v\n%s", g.Name, err, out)
 	}
-	after, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
+	after, stalls2, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: after the run: %w", g.Name, err)
 	}
@@ -128,7 +132,7 @@ func (g *guest) run(ctx context.Context, d time.Duration) (sample, error) {
 	if n == 0 {
 		return sample{}, fmt.Errorf("%s: wrk completed no request\n%s", g.Name, out)
 	}
-	return sample{RPS: rps, Requests: n, Delta: after.sub(before)}, nil
+	return sample{RPS: rps, Requests: n, Delta: after.sub(before), Stalls: stalls + stalls2}, nil
 }
 
 // rounds warms every guest up, then runs *runs rounds, each guest once per
@@ -146,7 +150,11 @@ func rounds(ctx context.Context, gs []*guest) error {
 			g := gs[(i+r)%len(gs)]
 			s, err := g.run(ctx, *duration)
 			if err != nil {
-				return err
+				// A guest that stops serving is a result, not the end of
+				// the comparison: the table counts its failed runs.
+				log.Printf("round %d: %v", r+1, err)
+				g.failed++
+				continue
 			}
 			log.Printf("round %d: %-24s %8.0f req/s %6.3f irq/req %6.3f rx irq/req %8.1f µs CPU/req",
 				r+1, g.Name, s.RPS, s.perRequest(s.Delta.IRQs), s.perRequest(s.Delta.RxIRQs), 1e6*s.perRequest(s.Delta.Busy))
@@ -159,6 +167,7 @@ func rounds(ctx context.Context, gs []*guest) error {
 // summary is a guest's medians over its runs.
 type summary struct {
 	RPS, IRQs, RxIRQs, CPUMicros, Busy float64
+	Stalls                             int // total over the runs
 }
 
 func summarize(ss []sample) summary {
@@ -169,7 +178,12 @@ func summarize(ss []sample) summary {
 		}
 		return median(v)
 	}
+	stalls := 0
+	for _, s := range ss {
+		stalls += s.Stalls
+	}
 	return summary{
+		Stalls:    stalls,
 		RPS:       med(func(s sample) float64 { return s.RPS }),
 		IRQs:      med(func(s sample) float64 { return s.perRequest(s.Delta.IRQs) }),
 		RxIRQs:    med(func(s sample) float64 { return s.perRequest(s.Delta.RxIRQs) }),
@@ -199,14 +213,15 @@ func median(v []float64) float64 {
 func printTable(w io.Writer, gs []*guest, accel string) {
 	fmt.Fprintf(w, "\nbench-vm: GET %s, %d vCPUs under %s, wrk -t%d -c%d -d%v, median of %d interleaved rounds\n",
 		*path, *cpus, accel, *threads, *conns, *duration, *runs)
-	fmt.Fprintf(w, "  %-26s %-22s %10s %9s %11s %12s %9s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "CPU µs/req", "CPU busy")
+	fmt.Fprintf(w, "  %-26s %-22s %10s %9s %11s %12s %9s %7s %6s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "CPU µs/req", "CPU busy", "stalls", "failed")
 	for _, g := range gs {
 		s := summarize(g.samples)
-		fmt.Fprintf(w, "  %-26s %-22s %10.0f %9.3f %11.3f %12.1f %8.0f%%\n",
-			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.CPUMicros, 100*s.Busy)
+		fmt.Fprintf(w, "  %-26s %-22s %10.0f %9.3f %11.3f %12.1f %8.0f%% %7d %6d\n",
+			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.CPUMicros, 100*s.Busy, s.Stalls, g.failed)
 	}
 	fmt.Fprintln(w, "  irq/req: the NIC's queue interrupts (all CPUs) per completed request; rx: the receive lines only;")
-	fmt.Fprintln(w, "  CPU µs/req: guest CPU time outside idle (/proc/stat, 10 ms ticks) per request; all read through port "+MgmtPort+".")
+	fmt.Fprintln(w, "  CPU µs/req: guest CPU time outside idle (/proc/stat, 10 ms ticks) per request; all read through port "+MgmtPort+";")
+	fmt.Fprintf(w, "  stalls: scrapes of that port with no answer within %v, tried again on a new connection; failed: runs lost (wrk or every scrape failed).\n", scrapeTimeout)
 	for _, g := range gs {
 		for _, n := range g.notes {
 			fmt.Fprintf(w, "  %s: %s\n", g.Name, n)
