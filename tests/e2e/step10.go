@@ -16,6 +16,12 @@ import (
 // from (Debian's linux-source-6.12, issue 26).
 const DefaultKernelSeries = "6.12"
 
+// step10Config turns step 10 on in an image's init configuration, with
+// the values init/config documents; step10Want is what it asks for.
+const step10Config = "nic.defer_hard_irqs=100\nnic.gro_flush_timeout=50us\n"
+
+var step10Want = Step10{DeferHardIRQs: 100, GROFlushTimeout: 50000}
+
 // Step10 is the case study's step 10 as configured for one image: the
 // NIC's NAPI interrupt deferral (nic.defer_hard_irqs,
 // nic.gro_flush_timeout). The workload's half, epoll's preference for busy
@@ -59,42 +65,32 @@ func Step10FromConfig(cfg map[string]string) (Step10, error) {
 // gro_flush_timeout; per netdev: 6.12 has no per-NAPI values, they came
 // with 6.13's netdev netlink napi-set). nic is the primary interface.
 func CheckStep10(want Step10, rep *report.Report, s *inspector.Snapshot, nic string) []error {
+	step, ok := rep.Step(napi.StepName)
+	if !ok {
+		return []error{fmt.Errorf("step %s missing from the report", napi.StepName)}
+	}
+	return append(CheckStep10Report(want, rep), checkStep10Sysfs(want, step, s, nic)...)
+}
+
+// CheckStep10Report is CheckStep10's half that needs no inspector: the
+// nic-napi-defer step applied with the configured values when they are
+// asked for, skipped when not.
+func CheckStep10Report(want Step10, rep *report.Report) []error {
 	var errs []error
 	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
 	step, ok := rep.Step(napi.StepName)
 	if !ok {
 		return []error{fmt.Errorf("step %s missing from the report", napi.StepName)}
 	}
-	dir := "/sys/class/net/" + nic + "/"
-	for _, a := range []struct {
-		attr string
-		want int64
-	}{{"napi_defer_hard_irqs", want.DeferHardIRQs}, {"gro_flush_timeout", want.GROFlushTimeout}} {
-		raw, ok := s.Files[dir+a.attr]
-		if !ok {
-			bad("inspector: %s%s not read: %s", dir, a.attr, s.Errors[dir+a.attr])
-			continue
-		}
-		seen, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
-		if err != nil {
-			bad("inspector: %s%s = %q: %v", dir, a.attr, raw, err)
-			continue
-		}
-		if !want.On() {
-			if seen != 0 {
-				bad("inspector: %s%s = %d, the image leaves step 10 off (kernel default 0)", dir, a.attr, seen)
+	if want.On() {
+		for attr, v := range map[string]int64{"napi_defer_hard_irqs": want.DeferHardIRQs, "gro_flush_timeout": want.GROFlushTimeout} {
+			said, err := strconv.ParseInt(step.Detail[attr], 10, 64)
+			switch {
+			case err != nil:
+				bad("step %s reports no %s (%q)", napi.StepName, attr, step.Detail[attr])
+			case said != v:
+				bad("step %s: the kernel took %s=%d, the image asked for %d", napi.StepName, attr, said, v)
 			}
-			continue
-		}
-		said, err := strconv.ParseInt(step.Detail[a.attr], 10, 64)
-		switch {
-		case err != nil:
-			bad("step %s reports no %s (%q)", napi.StepName, a.attr, step.Detail[a.attr])
-		case said != a.want:
-			bad("step %s: the kernel took %s=%d, the image asked for %d", napi.StepName, a.attr, said, a.want)
-		}
-		if err == nil && said != seen {
-			bad("the boot report lies: %s=%d, the inspector reads %d from %s%s", a.attr, said, seen, dir, a.attr)
 		}
 	}
 	switch {
@@ -103,6 +99,36 @@ func CheckStep10(want Step10, rep *report.Report, s *inspector.Snapshot, nic str
 			napi.StepName, step.Status, step.Reason, step.Error, want.DeferHardIRQs, want.GROFlushTimeout)
 	case !want.On() && step.Status != report.Skipped:
 		bad("step %s %s, the image leaves step 10 off", napi.StepName, step.Status)
+	}
+	return errs
+}
+
+// checkStep10Sysfs compares what the step says the kernel took with the
+// inspector's own read of the attributes.
+func checkStep10Sysfs(want Step10, step report.Step, s *inspector.Snapshot, nic string) []error {
+	var errs []error
+	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
+	dir := "/sys/class/net/" + nic + "/"
+	for _, attr := range []string{"napi_defer_hard_irqs", "gro_flush_timeout"} {
+		raw, ok := s.Files[dir+attr]
+		if !ok {
+			bad("inspector: %s%s not read: %s", dir, attr, s.Errors[dir+attr])
+			continue
+		}
+		seen, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
+		if err != nil {
+			bad("inspector: %s%s = %q: %v", dir, attr, raw, err)
+			continue
+		}
+		if !want.On() {
+			if seen != 0 {
+				bad("inspector: %s%s = %d, the image leaves step 10 off (kernel default 0)", dir, attr, seen)
+			}
+			continue
+		}
+		if said, err := strconv.ParseInt(step.Detail[attr], 10, 64); err == nil && said != seen {
+			bad("the boot report lies: %s=%d, the inspector reads %d from %s%s", attr, said, seen, dir, attr)
+		}
 	}
 	return errs
 }

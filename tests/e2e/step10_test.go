@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/inspector"
 )
@@ -110,5 +111,20 @@ func TestCheckStep10(t *testing.T) {
 				t.Errorf("errors %q do not mention %q", msgs, tc.msg)
 			}
 		})
+	}
+}
+
+// The configuration the step-10 boot bakes in says what the check expects.
+func TestStep10Config(t *testing.T) {
+	c, err := config.Parse(strings.NewReader(step10Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Step10FromConfig(c.Map()); err != nil || got != step10Want {
+		t.Errorf("%q parses to %+v (%v), the check expects %+v", step10Config, got, err, step10Want)
+	}
+	d := config.Default()
+	if got, err := Step10FromConfig(d.Map()); err != nil || got.On() {
+		t.Errorf("defaults: %+v (%v), documented as off", got, err)
 	}
 }
