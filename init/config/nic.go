@@ -33,23 +33,28 @@ type NIC struct {
 	// keeps finding work and, once traffic stops, is polled by its 50µs
 	// timer at most 100 times (5 ms) before its interrupt is re-armed.
 	//
-	// Both stay off by default, decided from `make bench-vm` (6.12, TCG,
-	// 2 vCPUs, virtio-net, wrk -t2 -c64, 2026-12-01): step 10 on cut the
-	// receive interrupts per request from 0.18-0.34 to 0.008-0.020 (queue
-	// interrupts in all from 0.44-0.76 to 0.11-0.23: virtio_net's TX NAPI
-	// completes with work_done 0, so its TX interrupts are never deferred;
-	// ENA masks one vector per Tx-Rx pair with its RX), and the deferral
-	// alone to 0.017-0.022; requests/s under TCG moved within its noise
-	// (2065-3546 off and on alike). But in two of the five guests run with
-	// step 10 on, the guest stopped answering some new connections once the
-	// load had stopped (its management port, 60 s and more, while other
-	// connections to the same port were served, as if one queue no longer
-	// received), which
-	// none of the guests with step 10 off or with the deferral alone
-	// showed; until that is understood and measured on ENA, an appliance
-	// default must not risk it. Without a
-	// busy-polling worker the deferral also makes a packet that arrives
-	// while its queue is masked wait up to the timeout for the timer
+	// Both stay off by default, decided from `make bench-vm` (TCG, 2
+	// vCPUs, virtio-net, wrk -t2 -c64 -d10s, median of 3 interleaved
+	// rounds, 2026-12-01; receive / all queue interrupts per request, guest
+	// CPU per request): 6.12 off 0.277 / 0.626, 454 µs; the deferral alone
+	// 0.030 / 0.234, 412 µs; step 10 on 0.041 / 0.365, 640 µs (6.1 off
+	// 0.202 / 0.565, 777 µs; Debian's stock kernel 0.266 / 1.151, 2939 µs).
+	// The deferral cuts receive interrupts per request 7-20 fold
+	// (0.008-0.045 with it, 0.18-0.44 without, over every run of the day);
+	// TX interrupts stay, because virtio_net's TX NAPI completes
+	// with work_done 0 and is never deferred (ENA masks one vector per
+	// Tx-Rx pair with its RX). Under TCG requests/s is noise and the
+	// busy-polling workers' emulated CPU shows (3653 off, 2420 on). But in
+	// three of the six guests run with step 10 on, the guest stopped
+	// answering some new connections once the load had stopped (its
+	// management port, 60 s and more, while other connections to the same
+	// port were served, as if one queue no longer received; in the last,
+	// ARP went unanswered too), which none of the guests with step 10 off
+	// (five) or with the deferral alone (three) showed; until that is
+	// understood and measured on ENA, an appliance default must not risk
+	// it. Without a busy-polling worker the deferral also makes a packet
+	// that arrives while its queue is masked wait up to the timeout for
+	// the timer
 	// (napi.rst: the pledge is revoked only after gro_flush_timeout
 	// without a busy poll; 6.13's irq_suspend_timeout is not in Debian 12).
 	// 6.12 holds both values per netdev: per-NAPI values came with 6.13.
