@@ -178,6 +178,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.Port = p
 	}
+	// HOTPATH_PREFER_BUSY_POLL=1: the init set the NIC's NAPI interrupt
+	// deferral, the half of preferred busy polling (step 10) that the
+	// epoll instances complete (init/napi.WorkloadEnv); -prefer-busy-poll
+	// overrides it.
+	if v := getenv("HOTPATH_PREFER_BUSY_POLL"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("HOTPATH_PREFER_BUSY_POLL %q: not a boolean", v)
+		}
+		c.PreferBusyPoll = b
+	}
 	return c, nil
 }
 

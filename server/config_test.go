@@ -51,7 +51,21 @@ func TestConfigFromEnvAndFlags(t *testing.T) {
 	if !slices.Equal(c.CPUs, []int{1}) || c.Port != 81 || c.BusyPoll != 50 {
 		t.Errorf("flags did not override: %+v", c)
 	}
-	for _, bad := range []map[string]string{{"HOTPATH_CPUS": "x"}, {"HOTPATH_PORT": "70000"}} {
+	// The init's step-10 variable turns the epoll preference on; the flag
+	// still turns it off.
+	env["HOTPATH_PREFER_BUSY_POLL"] = "1"
+	if c, err = ConfigFromEnv(func(k string) string { return env[k] }); err != nil || !c.PreferBusyPoll {
+		t.Errorf("HOTPATH_PREFER_BUSY_POLL=1: prefer %v, %v", c.PreferBusyPoll, err)
+	}
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-prefer-busy-poll=false"}); err != nil || c.PreferBusyPoll {
+		t.Errorf("-prefer-busy-poll=false after HOTPATH_PREFER_BUSY_POLL=1: prefer %v, %v", c.PreferBusyPoll, err)
+	}
+	if d := DefaultConfig(); d.PreferBusyPoll {
+		t.Error("the library prefers busy polling without being asked")
+	}
+	for _, bad := range []map[string]string{{"HOTPATH_CPUS": "x"}, {"HOTPATH_PORT": "70000"}, {"HOTPATH_PREFER_BUSY_POLL": "maybe"}} {
 		if _, err := ConfigFromEnv(func(k string) string { return bad[k] }); err == nil {
 			t.Errorf("ConfigFromEnv(%v) succeeded", bad)
 		}

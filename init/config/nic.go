@@ -20,9 +20,44 @@ type NIC struct {
 	Qdisc       Qdisc    // nic.qdisc
 	Spread      Spread   // nic.spread
 	// DeferHardIRQs and GROFlushTimeout are the NIC's NAPI deferral
-	// (nic.defer_hard_irqs, nic.gro_flush_timeout; init/napi): off by
-	// default, because without a worker that prefers busy polling they
-	// only delay interrupts by up to the timeout; see init/napi.
+	// (nic.defer_hard_irqs, nic.gro_flush_timeout; init/napi), the kernel
+	// half of the case study's step 10. A deferral also puts
+	// HOTPATH_PREFER_BUSY_POLL=1 in the workload's environment, which the
+	// hotpath server turns into epoll's prefer_busy_poll (EPIOCSPARAMS,
+	// Linux 6.9+), the other half. 100 and 50µs are the values to ask
+	// for: those of the kernel's own test of the mechanism
+	// (tools/testing/selftests/net/busy_poll_test.sh, 6.13, by the authors
+	// of Cai and Karsten, SIGMETRICS 2024). The count is of empty polls
+	// after one that found work (Documentation/networking/napi.rst,
+	// "Software IRQ coalescing"), so a queue stays masked while its worker
+	// keeps finding work and, once traffic stops, is polled by its 50µs
+	// timer at most 100 times (5 ms) before its interrupt is re-armed.
+	//
+	// Both stay off by default, decided from `make bench-vm` (TCG, 2
+	// vCPUs, virtio-net, wrk -t2 -c64 -d10s, median of 3 interleaved
+	// rounds, 2026-12-01; receive / all queue interrupts per request, guest
+	// CPU per request): 6.12 off 0.277 / 0.626, 454 µs; the deferral alone
+	// 0.030 / 0.234, 412 µs; step 10 on 0.041 / 0.365, 640 µs (6.1 off
+	// 0.202 / 0.565, 777 µs; Debian's stock kernel 0.266 / 1.151, 2939 µs).
+	// The deferral cuts receive interrupts per request 7-20 fold
+	// (0.008-0.045 with it, 0.18-0.44 without, over every run of the day);
+	// TX interrupts stay, because virtio_net's TX NAPI completes
+	// with work_done 0 and is never deferred (ENA masks one vector per
+	// Tx-Rx pair with its RX). Under TCG requests/s is noise and the
+	// busy-polling workers' emulated CPU shows (3653 off, 2420 on). But in
+	// three of the six guests run with step 10 on, the guest stopped
+	// answering some new connections once the load had stopped (its
+	// management port, 60 s and more, while other connections to the same
+	// port were served, as if one queue no longer received; in the last,
+	// ARP went unanswered too), which none of the guests with step 10 off
+	// (five) or with the deferral alone (three) showed; until that is
+	// understood and measured on ENA, an appliance default must not risk
+	// it. Without a busy-polling worker the deferral also makes a packet
+	// that arrives while its queue is masked wait up to the timeout for
+	// the timer
+	// (napi.rst: the pledge is revoked only after gro_flush_timeout
+	// without a busy poll; 6.13's irq_suspend_timeout is not in Debian 12).
+	// 6.12 holds both values per netdev: per-NAPI values came with 6.13.
 	DeferHardIRQs   int
 	GROFlushTimeout time.Duration
 	// NUMALocal is nic.numa_local: with fewer queues than workload CPUs,
@@ -91,11 +126,14 @@ var nicKeys = []Key{
 		"queues gives the workload only queue-owning CPUs",
 		enum(func(c *Config) *Spread { return &c.NIC.Spread }, SpreadRPS, SpreadQueues),
 		func(c *Config) string { return string(c.NIC.Spread) }},
-	{"nic.defer_hard_irqs", "0", "napi_defer_hard_irqs: polls that found work before the queue's interrupt is re-armed " +
-		"(preferred busy polling; needs nic.gro_flush_timeout); 0 leaves the kernel's default",
+	{"nic.defer_hard_irqs", "0", "napi_defer_hard_irqs: empty polls, after one that found work, before the queue's interrupt is re-armed " +
+		"(step 10, preferred busy polling: also tells the workload to prefer busy polling, HOTPATH_PREFER_BUSY_POLL=1; needs " +
+		"nic.gro_flush_timeout); 0 leaves the kernel's default. Off by default (a queue stopped receiving after load in QEMU, see NIC); " +
+		"to turn it on: 100 with 50us",
 		intSetter(func(c *Config) *int { return &c.NIC.DeferHardIRQs }, 0, 1<<31-1),
 		func(c *Config) string { return strconv.Itoa(c.NIC.DeferHardIRQs) }},
-	{"nic.gro_flush_timeout", "0s", "gro_flush_timeout: the timer that polls a queue whose interrupt is deferred; 0s leaves the kernel's default",
+	{"nic.gro_flush_timeout", "0s", "gro_flush_timeout: the timer that polls a queue whose interrupt is deferred, the longest a packet waits " +
+		"when no worker busy-polls; 0s leaves the kernel's default; with nic.defer_hard_irqs=100: 50us",
 		durSetter(func(c *Config) *time.Duration { return &c.NIC.GROFlushTimeout }),
 		func(c *Config) string { return c.NIC.GROFlushTimeout.String() }},
 	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",

@@ -4,11 +4,18 @@
 // Two netdev attributes (net/core/net-sysfs.c, Linux 5.11+ for the first)
 // decide what happens when a NAPI poll finds work:
 //
-//   - napi_defer_hard_irqs: how many polls in a row that found work leave
-//     the queue's interrupt masked instead of re-arming it;
+//   - napi_defer_hard_irqs: how many polls in a row may come up empty,
+//     after one that found work, before the queue's interrupt is re-armed
+//     (net/core/dev.c napi_complete_done: the count is reset to this value
+//     by every poll with work and decremented by every completion);
 //   - gro_flush_timeout (nanoseconds): the timer that polls again while
 //     the interrupt is masked, so that a quiet application cannot strand
 //     packets.
+//
+// Up to 6.12 both are per netdev (dev->napi_defer_hard_irqs, read by every
+// NAPI instance of the device); 6.13 adds per-NAPI values through the
+// netdev netlink family (napi-set) and irq_suspend_timeout. The step
+// writes the netdev attributes, which on 6.13 also set every NAPI's.
 //
 // A worker whose epoll instance prefers busy polling (server/busypoll:
 // EPIOCSPARAMS prefer_busy_poll, Linux 6.9) then keeps finding work in its
@@ -41,6 +48,24 @@ const StepName = "nic-napi-defer"
 type Settings struct {
 	DeferHardIRQs   int           // napi_defer_hard_irqs; the kernel takes 0..S32_MAX
 	GROFlushTimeout time.Duration // gro_flush_timeout, whole nanoseconds
+}
+
+// PreferEnv is the workload contract's variable that tells the workload
+// the NIC's deferral is set, so that its epoll instances complete preferred
+// busy polling (server.ConfigFromEnv reads it; a workload's own
+// -prefer-busy-poll flag overrides it, and other workloads ignore it).
+const PreferEnv = "HOTPATH_PREFER_BUSY_POLL"
+
+// WorkloadEnv is what the workload's environment gets for s: PreferEnv=1
+// when s defers interrupts (the two halves of step 10 go together: a
+// preference without the deferral re-arms the interrupt after every busy
+// poll, a deferral without a busy-polling worker only delays packets by
+// up to the timeout), nothing otherwise.
+func WorkloadEnv(s Settings) []string {
+	if s.DeferHardIRQs > 0 && s.GROFlushTimeout > 0 {
+		return []string{PreferEnv + "=1"}
+	}
+	return nil
 }
 
 // Off reports whether s asks for nothing.

@@ -74,3 +74,20 @@ func TestVerifyReadsTheKernel(t *testing.T) {
 		t.Fatalf("verify: %v", err)
 	}
 }
+
+func TestWorkloadEnv(t *testing.T) {
+	for _, tc := range []struct {
+		s    Settings
+		want string
+	}{
+		{Settings{DeferHardIRQs: 100, GROFlushTimeout: 50 * time.Microsecond}, PreferEnv + "=1"},
+		{Settings{}, ""},
+		{Settings{GROFlushTimeout: 50 * time.Microsecond}, ""}, // a timer alone defers nothing
+		{Settings{DeferHardIRQs: 100}, ""},                     // refused by Check: no preference either
+	} {
+		got := WorkloadEnv(tc.s)
+		if (tc.want == "" && len(got) != 0) || (tc.want != "" && (len(got) != 1 || got[0] != tc.want)) {
+			t.Errorf("WorkloadEnv(%+v) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}

@@ -1,18 +1,31 @@
 // Command benchvm (`make bench-vm`) measures the same workload in the same
-// QEMU setup booted two ways, with the load generator (wrk) inside the
-// guest's network namespace:
+// QEMU setup booted several ways, with the load generator (wrk) inside each
+// guest's network namespace, side by side in one run:
 //
-//	(a) the hotpath appliance disk (OVMF, tuned kernel, hotpath init);
-//	(b) Debian's stock kernel (linux-image-amd64) with a general-purpose
-//	    setup: mitigations at their defaults, netfilter with a conntrack
-//	    rule, a DHCP client left running (see gpinit).
+//	the hotpath appliance disk (OVMF, tuned kernel, hotpath init) on
+//	Debian's 6.1 kernel, on 6.12, and on 6.12 with the case study's step 10
+//	(the NIC's napi_defer_hard_irqs and gro_flush_timeout, the workload's
+//	epoll preferring busy polling: issue 26);
+//	Debian's stock kernel (linux-image-amd64) with a general-purpose setup:
+//	mitigations at their defaults, netfilter with a conntrack rule, a DHCP
+//	client left running (see gpinit).
 //
-// and prints the req/s of each and the ratio (a)/(b). Under TCG (the
-// default here; HOTPATH_KVM=1 opts into KVM) the guest CPU is emulated and
-// wrk shares the host's CPUs with QEMU, so the figure is only indicative;
-// the output says so.
+// Every guest is booted first and stays up; the runs are then interleaved
+// (round r runs every guest once, in an order rotated by r), so a change in
+// the host's load shows in every guest alike. Around each run the program
+// reads the guest's own counters through its management port (GET
+// /metrics: the NIC's queue interrupt lines of /proc/interrupts and the
+// CPU time of /proc/stat; gpinit serves the same collectors) and prints per
+// guest the median requests/s, queue interrupts per request and guest CPU
+// per request. Under TCG (the default here; HOTPATH_KVM=1 opts into KVM)
+// the guest CPU is emulated and wrk shares the host's CPUs with QEMU, so
+// requests/s is only indicative; interrupts per request count what the
+// guest kernel did per request and are the telling figure. The output
+// says so.
 //
-// Run as root (network namespaces, taps).
+// Run as root (network namespaces, taps). -lock names a file to flock
+// around the boots (the team's QEMU lock), taken after the images are
+// built.
 package main
 
 import (
@@ -29,9 +42,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/image"
@@ -40,15 +53,20 @@ import (
 )
 
 var (
-	imagePath = flag.String("image", "", "appliance disk to boot (default: build one with the default workload)")
 	stockRoot = flag.String("stock", "", "root of an unpacked linux-image-*-amd64 package (boot/vmlinuz-*, lib/modules/*); default: /boot if installed, else downloaded with apt-get into the cache")
 	cpus      = flag.Int("cpus", 2, "vCPUs of each guest")
 	duration  = flag.Duration("d", 10*time.Second, "wrk duration per run")
+	warmup    = flag.Duration("warmup", 3*time.Second, "an uncounted wrk run per guest before the first round (TCG translates the hot code on first use)")
 	conns     = flag.Int("c", 64, "wrk connections")
 	threads   = flag.Int("t", 2, "wrk threads")
-	runs      = flag.Int("runs", 3, "runs per guest; the median is reported")
+	runs      = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
 	path      = flag.String("path", "/json", "request path")
-	only      = flag.String("only", "", "measure only one guest: appliance or stock")
+	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
+	source61  = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
+	deferIRQs = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
+	groFlush  = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")
+	lockPath  = flag.String("lock", os.Getenv("HOTPATH_QEMU_LOCK"), "file to flock while guests run (default $HOTPATH_QEMU_LOCK; empty: none)")
+	allowCold = flag.Bool("allow-cold-kernel", false, "build a guest's kernel from scratch when the cache has none of its series (otherwise that is an error)")
 	bootWait  = flag.Duration("boot-timeout", 6*time.Minute, "time allowed for a guest to become ready")
 	// crc32c_generic: libcrc32c (under nf_tables) needs a crc32c
 	// implementation at load time, a soft dependency .modinfo does not list.
@@ -59,137 +77,155 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("bench-vm: ")
 	flag.Parse()
-	if os.Geteuid() != 0 {
-		log.Fatal("run as root: the guests' network lives in namespaces with tap devices")
-	}
-	if _, err := exec.LookPath("wrk"); err != nil {
-		log.Fatal("wrk not found: image/deps.sh bench")
-	}
-	ctx := context.Background()
-	accel := vm.Accel()
-
-	disk := *imagePath
-	if disk == "" && *only != "stock" {
-		out, err := os.MkdirTemp("", "benchvm-img")
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer os.RemoveAll(out)
-		res, err := image.Build(ctx, image.Options{Out: out, Log: os.Stderr})
-		if err != nil {
-			log.Fatal(err)
-		}
-		disk = res.Disk
-	}
-	kernel, initrd, cleanup, err := stockGuest(ctx)
-	if err != nil {
+	if err := run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
-	defer cleanup()
-
-	var a, b float64
-	if *only != "stock" {
-		if a, err = measure(ctx, "hotpath appliance", vm.Config{Disk: disk, CPUs: *cpus, Accel: accel}, "HOTPATH-REPORT"); err != nil {
-			log.Fatal(err)
-		}
-	}
-	if *only != "appliance" {
-		if b, err = measure(ctx, "stock Debian kernel", vm.Config{Kernel: kernel, Initrd: initrd, Append: "console=ttyS0",
-			CPUs: *cpus, Accel: accel}, "GPINIT-READY"); err != nil {
-			log.Fatal(err)
-		}
-	}
-	fmt.Printf("\nbench-vm: GET %s, %d vCPUs under %s, wrk -t%d -c%d -d%v, median of %d runs\n",
-		*path, *cpus, accel, *threads, *conns, *duration, *runs)
-	if a > 0 {
-		fmt.Printf("  (a) hotpath appliance     %12.0f req/s\n", a)
-	}
-	if b > 0 {
-		fmt.Printf("  (b) stock Debian kernel   %12.0f req/s\n", b)
-	}
-	if a > 0 && b > 0 {
-		fmt.Printf("  ratio (a)/(b)             %12.2f\n", a/b)
-	}
-	if accel == "tcg" {
-		fmt.Println("  NOTE: under TCG the guest CPU is emulated and wrk competes with QEMU for the host's CPUs:")
-		fmt.Println("        this ratio is only indicative. Run with HOTPATH_KVM=1 where KVM works for a real figure.")
-	}
 }
 
-// measure boots cfg, waits for readyMark on the console, runs wrk from the
-// guest's namespace and returns the median req/s.
-func measure(ctx context.Context, name string, cfg vm.Config, readyMark string) (float64, error) {
-	log.Printf("%s: booting %d vCPUs under %s", name, cfg.CPUs, cfg.Accel)
-	g, err := vm.StartGuest(ctx, cfg)
+// run builds, boots, measures and prints; its deferred cleanups (guests,
+// the lock, the work directory) run whatever fails.
+func run(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return errors.New("run as root: the guests' network lives in namespaces with tap devices")
+	}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return errors.New("wrk not found: image/deps.sh bench")
+	}
+	sel, err := selectGuests(specs(Step10{*deferIRQs, *groFlush}, *source61), *guestList)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer g.Close()
-	bctx, cancel := context.WithTimeout(ctx, *bootWait)
-	defer cancel()
-	if _, err := g.Console.WaitString(bctx, 0, readyMark); err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
+	accel := vm.Accel()
+	work, err := os.MkdirTemp("", "benchvm")
+	if err != nil {
+		return err
 	}
-	log.Printf("%s: ready after %v", name, time.Since(g.Started).Round(time.Millisecond))
-	url := "http://" + g.Addr + ":8080" + *path
-	var results []float64
-	for i := 0; i < *runs; i++ {
-		cmd := g.Netns.Command(ctx, "wrk", "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns),
-			"-d", duration.String(), url)
-		out, err := cmd.CombinedOutput()
+	defer os.RemoveAll(work)
+	guests, err := prepare(ctx, sel, work, accel)
+	if err != nil {
+		return err
+	}
+	if *lockPath != "" {
+		unlock, err := flock(*lockPath)
 		if err != nil {
-			return 0, fmt.Errorf("%s: wrk: %v\n%s", name, err, out)
+			return err
 		}
-		rps, err := parseWrk(out)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w\n%s", name, err, out)
-		}
-		log.Printf("%s: run %d: %.0f req/s", name, i+1, rps)
-		results = append(results, rps)
+		defer unlock()
 	}
-	sort.Float64s(results)
-	return results[len(results)/2], nil
+	for _, g := range guests {
+		err := g.boot(ctx)
+		if g.Guest != nil {
+			defer g.Close()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := rounds(ctx, guests); err != nil {
+		return err
+	}
+	printTable(os.Stdout, guests, accel)
+	return nil
 }
 
-var reqsPerSec = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
-var non2xx = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
+// prepare builds what each guest boots: an appliance disk per appliance
+// guest (a relink of the cached kernel with that guest's command line),
+// the stock kernel's initramfs once.
+func prepare(ctx context.Context, sel []spec, work, accel string) ([]*guest, error) {
+	var out []*guest
+	for i, s := range sel {
+		g := &guest{spec: s, cfg: vm.Config{CPUs: *cpus, Accel: accel}}
+		if s.Stock {
+			kernel, initrd, err := stockGuest(ctx, work)
+			if err != nil {
+				return nil, err
+			}
+			g.cfg.Kernel, g.cfg.Initrd, g.cfg.Append = kernel, initrd, "console=ttyS0"
+		} else {
+			if s.Version != "" && !*allowCold {
+				ok, err := kernelCached(cacheDir(), s.Version)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return nil, fmt.Errorf("%s: no %s kernel in the cache %s: build it first (hotpath-kernel build -source %s), "+
+						"pass -allow-cold-kernel, or leave the guest out (-guests)", s.Name, s.Version, cacheDir(), s.Source)
+				}
+			}
+			log.Printf("%s: building the image (kernel source %q, cmdline %q)", s.Name, s.Source, s.Cmdline)
+			res, err := image.Build(ctx, image.Options{Out: filepath.Join(work, fmt.Sprint("img", i)),
+				KernelSource: s.Source, Cmdline: s.Cmdline, Log: os.Stderr})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", s.Name, err)
+			}
+			g.cfg.Disk, g.kernel = res.Disk, res.M.Kernel.Version
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
 
-func parseWrk(out []byte) (float64, error) {
+// flock takes an exclusive lock on path, waiting for it.
+func flock(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	log.Printf("waiting for the QEMU lock %s", path)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+var (
+	reqsPerSec = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	reqsTotal  = regexp.MustCompile(`(\d+) requests in `)
+	non2xx     = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
+)
+
+// parseWrk returns wrk's requests/s and the requests it completed.
+func parseWrk(out []byte) (rps float64, requests int64, err error) {
 	if m := non2xx.FindSubmatch(out); m != nil {
-		return 0, fmt.Errorf("wrk: %s non-2xx responses", m[1])
+		return 0, 0, fmt.Errorf("wrk: %s non-2xx responses", m[1])
 	}
 	m := reqsPerSec.FindSubmatch(out)
-	if m == nil {
-		return 0, errors.New("wrk: no Requests/sec in its output")
+	n := reqsTotal.FindSubmatch(out)
+	if m == nil || n == nil {
+		return 0, 0, errors.New("wrk: no Requests/sec or request count in its output")
 	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	if rps, err = strconv.ParseFloat(string(m[1]), 64); err != nil {
+		return 0, 0, err
+	}
+	requests, err = strconv.ParseInt(string(n[1]), 10, 64)
+	return rps, requests, err
 }
 
 // stockGuest returns Debian's stock kernel and an initramfs with gpinit,
 // the default workload and the modules they need.
-func stockGuest(ctx context.Context) (kernel, initrd string, cleanup func(), err error) {
+func stockGuest(ctx context.Context, work string) (kernel, initrd string, err error) {
 	root := *stockRoot
 	if root == "" {
 		if root, err = findOrFetchStock(ctx); err != nil {
-			return "", "", nil, err
+			return "", "", err
 		}
 	}
 	vmlinuz, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*-amd64"))
 	if len(vmlinuz) == 0 {
-		return "", "", nil, fmt.Errorf("no boot/vmlinuz-*-amd64 under %s", root)
+		return "", "", fmt.Errorf("no boot/vmlinuz-*-amd64 under %s", root)
 	}
 	slices.Sort(vmlinuz)
 	kernel = vmlinuz[len(vmlinuz)-1]
 	release := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
 	mods, err := moduleOrder(filepath.Join(root, "lib", "modules", release), wantModule)
 	if err != nil {
-		return "", "", nil, err
+		return "", "", err
 	}
-	work, err := os.MkdirTemp("", "benchvm-stock")
-	if err != nil {
-		return "", "", nil, err
+	work = filepath.Join(work, "stock")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", "", err
 	}
-	cleanup = func() { os.RemoveAll(work) }
 	bins := map[string]string{
 		"init":     "./tests/benchvm/gpinit",
 		"workload": "./server/cmd/hotpath-json",
@@ -200,12 +236,10 @@ func stockGuest(ctx context.Context) (kernel, initrd string, cleanup func(), err
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 		if b, err := cmd.CombinedOutput(); err != nil {
-			cleanup()
-			return "", "", nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+			return "", "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 		}
 		if data[name], err = os.ReadFile(out); err != nil {
-			cleanup()
-			return "", "", nil, err
+			return "", "", err
 		}
 	}
 	dir := func(p string) cpio.Entry { return cpio.Entry{Path: p, Kind: cpio.Dir, Perm: 0o755} }
@@ -221,8 +255,7 @@ func stockGuest(ctx context.Context) (kernel, initrd string, cleanup func(), err
 	for _, m := range mods {
 		b, err := os.ReadFile(m)
 		if err != nil {
-			cleanup()
-			return "", "", nil, err
+			return "", "", err
 		}
 		p := "/modules/" + filepath.Base(m)
 		entries = append(entries, cpio.Entry{Path: p, Kind: cpio.File, Perm: 0o644, Data: b})
@@ -231,11 +264,10 @@ func stockGuest(ctx context.Context) (kernel, initrd string, cleanup func(), err
 	entries = append(entries, cpio.Entry{Path: "/etc/gpinit/modules", Kind: cpio.File, Perm: 0o644, Data: list.Bytes()})
 	initrd = filepath.Join(work, "initramfs.cpio")
 	if err := cpio.WriteFile(initrd, entries, cpio.Options{}); err != nil {
-		cleanup()
-		return "", "", nil, err
+		return "", "", err
 	}
 	log.Printf("stock guest: %s, %d modules (%s)", kernel, len(mods), strings.Join(baseNames(mods), " "))
-	return kernel, initrd, cleanup, nil
+	return kernel, initrd, nil
 }
 
 func baseNames(paths []string) []string {

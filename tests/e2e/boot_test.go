@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
@@ -146,6 +147,16 @@ func checkAppliance(t *testing.T, b *booted) {
 	})
 	t.Run("dhcp", func(t *testing.T) {
 		reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
+	})
+	// Step 10's workload half, as the server read it back from the kernel
+	// and logged it (the kernel half is read from sysfs in TestInspect).
+	t.Run("step10", func(t *testing.T) {
+		d := config.Default()
+		want, err := Step10FromConfig(d.Map())
+		if err != nil {
+			t.Fatal(err)
+		}
+		reportErrs(t, CheckBusyPollLine(want, b.Console.String()))
 	})
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
 }

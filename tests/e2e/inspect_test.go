@@ -74,6 +74,20 @@ func TestInspect(t *testing.T) {
 	}
 	t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(rep, cpus)) })
 	t.Run("inspect", func(t *testing.T) { reportErrs(t, CompareInspection(exp, rep, &snap, conns)) })
+	// The default kernel, and step 10's kernel half as the manifest asks
+	// for it, the report claims it and sysfs holds it.
+	t.Run("step10", func(t *testing.T) {
+		reportErrs(t, CheckKernelSeries(rep, &snap))
+		want, err := Step10FromConfig(exp.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		truth, err := FactsFromSnapshot(&snap, exp.Addr)
+		if err != nil || truth.NIC == nil {
+			t.Fatalf("inspector: no primary NIC: %v", err)
+		}
+		reportErrs(t, CheckStep10(want, rep, &snap, truth.NIC.Name))
+	})
 	t.Run("dhcp", func(t *testing.T) {
 		// Past T1 and T2 of the first lease: a client that renews or
 		// rebinds has done so by now.

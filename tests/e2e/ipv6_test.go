@@ -168,7 +168,9 @@ func CheckLease6Log(log []vm.Message6, leases int, errs []error) []error {
 // packet socket of the test from before QEMU starts to the end.
 func TestIPv6Only(t *testing.T) {
 	requireE2E(t)
-	disk := buildImageConfig(t, "", []byte("net.mode=off\nnet.ipv6=dhcp\n"))
+	// This boot also carries step 10 (off by default, init/config NIC):
+	// the NAPI deferral, and with it the server's epoll preference.
+	disk := buildImageConfig(t, "", []byte("net.mode=off\nnet.ipv6=dhcp\n"+step10Config))
 	b, fake, ntpSrv, frames, d6 := bootIPv6Only(t, disk)
 	r := b.rep
 	steps := stepsOf(r)
@@ -190,6 +192,10 @@ func TestIPv6Only(t *testing.T) {
 			t.Errorf("report time %+v: want one step, synced with [%s]", r.Time, vm.TimeSyncAddr6)
 		}
 		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))
+	})
+	t.Run("step10", func(t *testing.T) {
+		reportErrs(t, CheckStep10Report(step10Want, r))
+		reportErrs(t, CheckBusyPollLine(step10Want, b.Console.String()))
 	})
 	t.Run("json-v6", func(t *testing.T) {
 		// user-data moved the workload to 9090; the clock is the host's.

@@ -148,6 +148,10 @@ func Collect() *Snapshot {
 	s.readGlob("/sys/class/net/*/queues/tx-*/xps_cpus")
 	s.readGlob("/sys/class/net/*/queues/rx-*/rps_cpus")
 	s.readGlob("/sys/class/net/*/mtu")
+	// The NAPI interrupt deferral of step 10, per netdev (what the kernel
+	// holds, whoever wrote it).
+	s.readGlob("/sys/class/net/*/napi_defer_hard_irqs")
+	s.readGlob("/sys/class/net/*/gro_flush_timeout")
 	s.netlink()
 	s.Process = self()
 	return s

@@ -53,6 +53,19 @@ func TestCollectHost(t *testing.T) {
 	if len(s.Process.Affinity) == 0 {
 		t.Error("no CPU affinity read")
 	}
+	// Step 10's attributes of every interface that has them (Linux 5.11+),
+	// as they are.
+	for _, attr := range []string{"napi_defer_hard_irqs", "gro_flush_timeout"} {
+		p := "/sys/class/net/lo/" + attr
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Logf("%s: %v (kernel too old)", p, err)
+			continue
+		}
+		if got, ok := s.Files[p]; !ok || got != string(want) {
+			t.Errorf("%s: %q (read: %v), want %q", p, got, ok, want)
+		}
+	}
 }
 
 func TestTableRows(t *testing.T) {

@@ -12,6 +12,11 @@
 //
 // It then starts /workload with the same contract the hotpath init uses
 // (HOTPATH_CPUS, HOTPATH_PORT) and prints "GPINIT-READY" once it accepts.
+//
+// For the bench's per-request figures it serves the same counters the
+// appliance's management port does, on the same port (init/metrics'
+// interrupts and cpu collectors over /proc, GET /metrics on 9100), so both
+// kinds of guest are read alike; nothing is read between scrapes.
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -28,7 +34,10 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"github.com/hotpath-dev/hotpath/init/metrics"
+	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -85,6 +94,7 @@ func run() error {
 	if err := dhcp(eth); err != nil {
 		return err
 	}
+	go serveMetrics(eth.Attrs().Name)
 	return workload()
 }
 
@@ -225,4 +235,33 @@ func loadModules() error {
 	}
 	log.Printf("loaded %d modules", len(strings.Fields(string(list))))
 	return nil
+}
+
+// metricsPort is the appliance's management port (init/mgmt.DefaultPort).
+const metricsPort = "9100"
+
+// serveMetrics serves the NIC's queue interrupts and the CPU time, named
+// by the same code the appliance's init uses (init/nic's IRQ names,
+// init/metrics' collectors).
+func serveMetrics(ifname string) {
+	o := metrics.Options{ProcRoot: "/proc"}
+	link, err := nic.Discover("/sys", ifname)
+	if err == nil {
+		var irqs []nic.QueueIRQ
+		if irqs, err = nic.QueueIRQs("/proc", link); err == nil {
+			queues := map[string]int{}
+			for _, q := range irqs {
+				queues[q.Name] = q.Queue
+			}
+			o.QueueIRQ = func(name string) (int, bool) { q, ok := queues[name]; return q, ok }
+			log.Printf("metrics: %d queue interrupts of %s (%s)", len(irqs), ifname, link.Driver)
+		}
+	}
+	if err != nil {
+		log.Printf("metrics: %s: %v (every interrupt line exported, none as a queue)", ifname, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.NewRegistry(o), promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: ":" + metricsPort, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Printf("metrics: %v", srv.ListenAndServe())
 }

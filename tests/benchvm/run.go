@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/init/napi"
+	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/vm"
+)
+
+// guest is one booted guest and its runs.
+type guest struct {
+	spec
+	cfg    vm.Config
+	kernel string // the appliance manifest's kernel version; the stock kernel's release once booted
+	*vm.Guest
+	// notes are what the guest said of itself at boot: the NAPI step's
+	// outcome, the workload's epoll busy-poll line.
+	notes   []string
+	samples []sample
+	failed  int // runs that did not complete (wrk or a scrape failed)
+}
+
+// sample is one run: wrk's figures and the guest's counters around it.
+type sample struct {
+	RPS      float64
+	Requests int64
+	Delta    counters
+	// Stalls counts the scrapes of the management port around the run
+	// that got no answer in time and were tried again.
+	Stalls int
+}
+
+func (s sample) perRequest(v float64) float64 { return v / float64(s.Requests) }
+
+// boot starts the guest and waits until it serves: the boot report for the
+// appliance (whose NAPI step it notes), gpinit's ready line for the stock
+// kernel.
+func (g *guest) boot(ctx context.Context) error {
+	log.Printf("%s: booting %d vCPUs under %s", g.Name, g.cfg.CPUs, g.cfg.Accel)
+	vg, err := vm.StartGuest(ctx, g.cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", g.Name, err)
+	}
+	g.Guest = vg
+	bctx, cancel := context.WithTimeout(ctx, *bootWait)
+	defer cancel()
+	if g.Stock {
+		if _, err := g.Console.WaitString(bctx, 0, "GPINIT-READY"); err != nil {
+			return fmt.Errorf("%s: %w\n%s", g.Name, err, g.Console.Tail(20))
+		}
+		g.kernel = stockRelease(g.Console.String())
+	} else {
+		rep, err := g.Console.WaitReport(bctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w\n%s", g.Name, err, g.Console.Tail(20))
+		}
+		g.kernel = rep.Kernel
+		g.notes = append(g.notes, napiNote(rep))
+	}
+	// The server writes its busy-poll line just before "ready".
+	if line := consoleLine(g.Console.String(), "epoll busy polling:"); line != "" {
+		g.notes = append(g.notes, line)
+	}
+	log.Printf("%s: ready after %v, kernel %s", g.Name, time.Since(g.Started).Round(time.Millisecond), g.kernel)
+	return nil
+}
+
+// napiNote is the boot report's line for the NAPI deferral step.
+func napiNote(rep *report.Report) string {
+	for _, s := range rep.Steps {
+		if s.Name != napi.StepName {
+			continue
+		}
+		var kv []string
+		for k, v := range s.Detail {
+			kv = append(kv, k+"="+v)
+		}
+		slices.Sort(kv)
+		why := s.Reason + s.Error
+		return fmt.Sprintf("%s %s %s %s", s.Name, s.Status, strings.Join(kv, " "), why)
+	}
+	return napi.StepName + " not in the boot report"
+}
+
+func stockRelease(console string) string {
+	if l := consoleLine(console, "gpinit: kernel "); l != "" {
+		return strings.TrimPrefix(l[strings.Index(l, "gpinit: kernel "):], "gpinit: kernel ")
+	}
+	return "?"
+}
+
+// consoleLine is the first console line containing s, trimmed.
+func consoleLine(console, s string) string {
+	for _, l := range strings.Split(console, "\n") {
+		if strings.Contains(l, s) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+// run drives wrk for d against the guest, reading its counters before and
+// after.
+func (g *guest) run(ctx context.Context, d time.Duration) (sample, error) {
+	before, stalls, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: before the run: %w", g.Name, err)
+	}
+	url := "http://" + net.JoinHostPort(g.Addr, "8080") + *path
+	cmd := g.Netns.Command(ctx, "wrk", "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns), "-d", d.String(), url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: wrk: %v\n%s", g.Name, err, out)
+	}
+	after, stalls2, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: after the run: %w", g.Name, err)
+	}
+	rps, n, err := parseWrk(out)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
+	}
+	if n == 0 {
+		return sample{}, fmt.Errorf("%s: wrk completed no request\n%s", g.Name, out)
+	}
+	return sample{RPS: rps, Requests: n, Delta: after.sub(before), Stalls: stalls + stalls2}, nil
+}
+
+// rounds warms every guest up, then runs *runs rounds, each guest once per
+// round, the order rotated by one each round.
+func rounds(ctx context.Context, gs []*guest) error {
+	if *warmup > 0 {
+		for _, g := range gs {
+			if _, err := g.run(ctx, *warmup); err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
+		}
+	}
+	for r := 0; r < *runs; r++ {
+		for i := range gs {
+			g := gs[(i+r)%len(gs)]
+			s, err := g.run(ctx, *duration)
+			if err != nil {
+				// A guest that stops serving is a result, not the end of
+				// the comparison: the table counts its failed runs.
+				log.Printf("round %d: %v", r+1, err)
+				g.failed++
+				continue
+			}
+			log.Printf("round %d: %-24s %8.0f req/s %6.3f irq/req %6.3f rx irq/req %8.1f µs CPU/req",
+				r+1, g.Name, s.RPS, s.perRequest(s.Delta.IRQs), s.perRequest(s.Delta.RxIRQs), 1e6*s.perRequest(s.Delta.Busy))
+			g.samples = append(g.samples, s)
+		}
+	}
+	return nil
+}
+
+// summary is a guest's medians over its runs.
+type summary struct {
+	RPS, IRQs, RxIRQs, CPUMicros, Busy float64
+	Stalls                             int // total over the runs
+}
+
+func summarize(ss []sample) summary {
+	med := func(f func(sample) float64) float64 {
+		var v []float64
+		for _, s := range ss {
+			v = append(v, f(s))
+		}
+		return median(v)
+	}
+	stalls := 0
+	for _, s := range ss {
+		stalls += s.Stalls
+	}
+	return summary{
+		Stalls:    stalls,
+		RPS:       med(func(s sample) float64 { return s.RPS }),
+		IRQs:      med(func(s sample) float64 { return s.perRequest(s.Delta.IRQs) }),
+		RxIRQs:    med(func(s sample) float64 { return s.perRequest(s.Delta.RxIRQs) }),
+		CPUMicros: med(func(s sample) float64 { return 1e6 * s.perRequest(s.Delta.Busy) }),
+		Busy: med(func(s sample) float64 {
+			if t := s.Delta.Busy + s.Delta.Idle; t > 0 {
+				return s.Delta.Busy / t
+			}
+			return 0
+		}),
+	}
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// printTable writes the side-by-side result.
+func printTable(w io.Writer, gs []*guest, accel string) {
+	fmt.Fprintf(w, "\nbench-vm: GET %s, %d vCPUs under %s, wrk -t%d -c%d -d%v, median of %d interleaved rounds\n",
+		*path, *cpus, accel, *threads, *conns, *duration, *runs)
+	fmt.Fprintf(w, "  %-26s %-22s %10s %9s %11s %12s %9s %7s %6s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "CPU µs/req", "CPU busy", "stalls", "failed")
+	for _, g := range gs {
+		s := summarize(g.samples)
+		fmt.Fprintf(w, "  %-26s %-22s %10.0f %9.3f %11.3f %12.1f %8.0f%% %7d %6d\n",
+			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.CPUMicros, 100*s.Busy, s.Stalls, g.failed)
+	}
+	fmt.Fprintln(w, "  irq/req: the NIC's queue interrupts (all CPUs) per completed request; rx: the receive lines only;")
+	fmt.Fprintln(w, "  CPU µs/req: guest CPU time outside idle (/proc/stat, 10 ms ticks) per request; all read through port "+MgmtPort+";")
+	fmt.Fprintf(w, "  stalls: scrapes of that port with no answer within %v, tried again on a new connection; failed: runs lost (wrk or every scrape failed).\n", scrapeTimeout)
+	for _, g := range gs {
+		for _, n := range g.notes {
+			fmt.Fprintf(w, "  %s: %s\n", g.Name, n)
+		}
+	}
+	if accel == "tcg" {
+		fmt.Fprintln(w, "  NOTE: under TCG the guest CPU is emulated and wrk competes with QEMU for the host's CPUs:")
+		fmt.Fprintln(w, "        requests/s and CPU per request are only indicative; interrupts per request are the guest kernel's")
+		fmt.Fprintln(w, "        own count and the telling figure. Run with HOTPATH_KVM=1 where KVM works for real throughput.")
+	}
+}
