@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -56,11 +57,16 @@ func (s *Server) SetMixedInstancesPolicy(region, name string, p MixedInstancesPo
 // LaunchTemplate holds the LaunchTemplateSpecification and Overrides.member.N,
 // each a LaunchTemplateOverrides: InstanceType or InstanceRequirements,
 // WeightedCapacity, and an optional LaunchTemplateSpecification of its
-// own). Names that match no group are left out, not an error, as AWS does.
-// Filters and paging are not served: MaxRecords is accepted and every
-// match fits in one page.
+// own). Names that match no group are left out, not an error, as AWS does;
+// more than 50 names (or MaxRecords, when larger) are refused, as the
+// reference's AutoScalingGroupNames says. Filters and paging are not
+// served: every match fits in one page.
 func (s *Server) describeAutoScalingGroups(p map[string]string, region string) (string, *Fault) {
 	names := list(p, "AutoScalingGroupNames.member", "")
+	limit, _ := strconv.Atoi(p["MaxRecords"])
+	if len(names) > max(50, limit) {
+		return "", asInvalid("fakeaws: %d AutoScalingGroupNames, at most 50 (or MaxRecords)", len(names))
+	}
 	var b strings.Builder
 	b.WriteString("<AutoScalingGroups>")
 	for _, key := range slices.Sorted(maps.Keys(s.groups)) {

@@ -127,19 +127,22 @@ func groupLaunches(ctx context.Context, as *autoscaling.Client, t Target, v *ec2
 	}
 	found := map[string]bool{}
 	var out []launch
-	pages := autoscaling.NewDescribeAutoScalingGroupsPaginator(as, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: t.AutoScalingGroups})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("describe the Auto Scaling groups %v: %w", t.AutoScalingGroups, err)
-		}
-		for _, g := range page.AutoScalingGroups {
-			found[aws.ToString(g.AutoScalingGroupName)] = true
-			l, err := mixedLaunches(g, v, mode, amiID)
+	// DescribeAutoScalingGroups takes up to 50 names a call.
+	for names := range slices.Chunk(t.AutoScalingGroups, 50) {
+		pages := autoscaling.NewDescribeAutoScalingGroupsPaginator(as, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: names})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("describe the Auto Scaling groups %v: %w", names, err)
 			}
-			out = append(out, l...)
+			for _, g := range page.AutoScalingGroups {
+				found[aws.ToString(g.AutoScalingGroupName)] = true
+				l, err := mixedLaunches(g, v, mode, amiID)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, l...)
+			}
 		}
 	}
 	for _, g := range t.AutoScalingGroups {

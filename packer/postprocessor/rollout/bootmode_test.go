@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -148,6 +149,27 @@ func TestRolloutGroupNotFound(t *testing.T) {
 	}}}).PostProcess(context.Background(), new(uitest.UI), fl.input())
 	if err == nil || !strings.Contains(err.Error(), "Auto Scaling group web-c not found") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("error %v, want web-c not found", err)
+	}
+	fl.unchanged(t)
+}
+
+// More than 50 target groups are described 50 at a time (the API's
+// limit, which the fake enforces), and each is found.
+func TestRolloutManyGroups(t *testing.T) {
+	fl := newFleet(t)
+	groups := []string{"web-a", "web-b"}
+	for i := range 53 {
+		g := fmt.Sprintf("web-%02d", i)
+		fl.f.AddGroup("eu-west-1", g, fl.lt, "1", 1)
+		groups = append(groups, g)
+	}
+	fl.f.SetMixedInstancesPolicy("eu-west-1", "web-52", fakeaws.MixedInstancesPolicy{Overrides: []fakeaws.Override{{InstanceType: "c5n.metal"}}})
+	fl.f.SetImageBootMode(fl.new, "uefi")
+	_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{{
+		"launch_template_name": "hotpath", "auto_scaling_groups": groups,
+	}}}).PostProcess(context.Background(), new(uitest.UI), fl.input())
+	if err == nil || !strings.Contains(err.Error(), "group web-52's mixed instances policy (override 1) launches c5n.metal") {
+		t.Fatalf("error %v, want web-52 (in the second call) refused", err)
 	}
 	fl.unchanged(t)
 }
