@@ -8,7 +8,9 @@
 # Besides hotpath-ami's permissions, the principal needs
 # ssm:GetParameter, ssm:PutParameter, ssm:DeleteParameter,
 # ec2:DescribeLaunchTemplateVersions, ec2:CreateLaunchTemplateVersion,
-# ec2:ModifyLaunchTemplate, autoscaling:StartInstanceRefresh,
+# ec2:ModifyLaunchTemplate, ec2:DescribeImages, ec2:DescribeInstanceTypes
+# (the boot-mode check), autoscaling:DescribeAutoScalingGroups,
+# autoscaling:StartInstanceRefresh,
 # autoscaling:DescribeInstanceRefreshes, autoscaling:CancelInstanceRefresh
 # and autoscaling:RollbackInstanceRefresh (and iam:PassRole for the
 # template's instance profile).

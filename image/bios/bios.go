@@ -105,6 +105,14 @@ boot
 `, espIndex, strings.TrimPrefix(kernelPath, "/"))
 }
 
+// BootImageArg is the word GRUB's linux command passes to a kernel it
+// loads from kernelPath: the kernel appends it to its built-in command
+// line, so it is the one difference between /proc/cmdline under BIOS and
+// under UEFI (whose stub passes nothing of its own).
+func BootImageArg(kernelPath string) string {
+	return "BOOT_IMAGE=/" + strings.TrimPrefix(kernelPath, "/")
+}
+
 // Options says where the loader will sit and what it loads.
 type Options struct {
 	// KernelPath is the kernel's path in the ESP, e.g. EFI/BOOT/BOOTX64.EFI.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hotpath-dev/hotpath/image"
+	"github.com/hotpath-dev/hotpath/image/bios"
 	"github.com/hotpath-dev/hotpath/image/disk"
 	"github.com/hotpath-dev/hotpath/image/netboot"
 	"github.com/hotpath-dev/hotpath/init/config"
@@ -24,8 +25,17 @@ import (
 // dedicated servers: the MBR's GRUB loads the kernel from the ESP), the
 // same disk file under OVMF (virtualized EC2), and the EFI binary alone by
 // UEFI HTTP boot with no disk attached (a dedicated server booted from the
-// network). Three boots, one build; the disk's sha256 is the manifest's
-// before and after both disk boots. Subtests: -run 'TestBootModes$/bios'.
+// network), and by UEFI PXE over TFTP (pxe: the same binary written by
+// netboot's WriteTFTP into the root of QEMU's built-in TFTP server). Four
+// boots, one build; the disk's sha256 is the manifest's before and after
+// both disk boots. Subtests: -run 'TestBootModes$/bios'.
+//
+// Why a fourth boot for PXE: it is the only check of what `serve
+// -tftp-dir` writes and of a boot file given as a TFTP name, the way most
+// rented servers boot from the network, and it costs less than feared:
+// under TCG on 2 loaded cores the TFTP transfer of the 11 MB binary took
+// 15.8 s and the boot report came 58 s after QEMU started (104 s with the
+// host's load average at 11); the whole test went from 284 s to 330 s.
 func TestBootModes(t *testing.T) {
 	requireE2E(t)
 	res := buildWith(t, image.Options{})
@@ -37,21 +47,27 @@ func TestBootModes(t *testing.T) {
 	t.Run("bios", func(t *testing.T) {
 		b := bootConfig(t, vm.Config{Disk: res.Disk, CPUs: cpus, Firmware: "bios"}, 0)
 		// GRUB's linux loader, and only it, adds BOOT_IMAGE= after the
-		// built-in words: the kernel did come through the BIOS path.
-		if want := "BOOT_IMAGE=/" + disk.BootPath; !strings.Contains(b.rep.Facts.Cmdline, want) {
-			t.Errorf("kernel command line %q lacks %s: not booted by the disk's GRUB", b.rep.Facts.Cmdline, want)
+		// built-in words: the kernel did come through the BIOS path, and
+		// the comparison the inspector makes (BuiltCmdline) takes it.
+		got, built := b.rep.Facts.Cmdline, res.M.Kernel.Cmdline
+		if want := bios.BootImageArg(disk.BootPath); !strings.HasSuffix(got, " "+want) {
+			t.Errorf("kernel command line %q lacks %s: not booted by the disk's GRUB", got, want)
+		}
+		if !BuiltCmdline(got, built) {
+			t.Errorf("kernel command line %q is not the built-in %q and GRUB's word", got, built)
 		}
 		checkAppliance(t, b)
 	})
 	t.Run("uefi", func(t *testing.T) {
 		b := bootConfig(t, vm.Config{Disk: res.Disk, CPUs: cpus}, 0)
-		if strings.Contains(b.rep.Facts.Cmdline, "BOOT_IMAGE=") {
-			t.Errorf("kernel command line %q: a boot loader's words under UEFI", b.rep.Facts.Cmdline)
+		if got, built := b.rep.Facts.Cmdline, res.M.Kernel.Cmdline; got != built {
+			t.Errorf("kernel command line %q under UEFI, the built-in one is %q", got, built)
 		}
 		checkAppliance(t, b)
 	})
 	checkDiskSum(t, res)
 	t.Run("httpboot", func(t *testing.T) { testHTTPBoot(t, filepath.Dir(res.Disk), cpus) })
+	t.Run("pxe", func(t *testing.T) { testPXEBoot(t, filepath.Dir(res.Disk), cpus) })
 }
 
 // checkDiskSum hashes the disk file and compares it with the build's.
@@ -93,11 +109,65 @@ func testHTTPBoot(t *testing.T, dir string, cpus int) {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	port := config.Default().WorkloadPort
 	url := fmt.Sprintf("http://%s:%d/%s", vm.UserNetHostAddr, ln.Addr().(*net.TCPAddr).Port, im.Name)
-	cfg := vm.Config{CPUs: cpus, Accel: vm.Accel(), Netns: ns, Dir: shortDir(t), UserNet: &vm.UserNet{
-		BootFile: url, HostFwd: []string{fmt.Sprintf("tcp:127.0.0.1:%d-:%d", port, port)},
-	}}
+	b := bootNet(t, ns, &vm.UserNet{BootFile: url}, cpus, "HTTP boot of "+url, func() string {
+		return fmt.Sprintf("EFI binary requested %d times, %d bytes sent", gets.Load(), sent.Load())
+	})
+	if b == nil {
+		return
+	}
+	if gets.Load() == 0 || sent.Load() < int64(len(im.EFI)) {
+		t.Errorf("the firmware fetched the EFI binary %d times, %d bytes (it has %d): booted from somewhere else?", gets.Load(), sent.Load(), len(im.EFI))
+	}
+	checkNetBooted(t, b)
+}
+
+// testPXEBoot writes the image's TFTP root as `hotpath-image serve
+// -tftp-dir` does and boots OVMF with no disk on user networking whose
+// DHCP names the EFI binary as the boot file and whose built-in TFTP
+// server serves that root; no HTTP server exists, so the guest can only
+// have come from TFTP, and QEMU is seen reading the binary (WatchFile).
+// It also times the TFTP transfer itself: from QEMU opening the file to
+// its last sight open.
+func testPXEBoot(t *testing.T, dir string, cpus int) {
+	im, err := netboot.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := im.WriteTFTP(root, fmt.Sprintf("http://%s:8000", vm.UserNetHostAddr)); err != nil {
+		t.Fatal(err)
+	}
+	efi := filepath.Join(root, im.Name)
+	reads := make(chan vm.FileReads, 1)
+	b := bootNet(t, vm.NewNetns(t), &vm.UserNet{TFTPDir: root, BootFile: im.Name}, cpus, "PXE (TFTP) boot of "+im.Name,
+		func() string { return "no HTTP server" }, func(ctx context.Context, v *vm.VM) { reads <- v.WatchFile(ctx, efi) })
+	// bootNet has returned and ended its context: the watcher is done.
+	seen := <-reads
+	took := seen.Last.Sub(seen.First).Round(10 * time.Millisecond)
+	fmt.Fprintf(os.Stderr, "e2e: PXE: QEMU's TFTP server had %s open %d times for %v, read up to byte %d of %d\n",
+		im.Name, seen.Opens, took, seen.MaxPos, len(im.EFI))
+	if b == nil {
+		return
+	}
+	// libslirp closes the file right after reading the last block, so
+	// a 20 ms poll can miss the last few hundred KiB, not a tenth.
+	if seen.Opens == 0 || seen.MaxPos < int64(len(im.EFI))*9/10 {
+		t.Errorf("QEMU's TFTP server read up to byte %d of the EFI binary's %d (%d opens): booted from somewhere else?", seen.MaxPos, len(im.EFI), seen.Opens)
+	}
+	checkNetBooted(t, b)
+}
+
+// bootNet boots OVMF with no disk, its NIC on user networking un inside
+// the namespace ns, the workload port forwarded to the namespace's
+// loopback, and waits for the boot report. what names the boot in the
+// log; progress says how the fetch went (for the log and a failure);
+// watch, when given, runs alongside the boot. nil means the test failed.
+func bootNet(t *testing.T, ns *vm.Netns, un *vm.UserNet, cpus int, what string, progress func() string, watch ...func(context.Context, *vm.VM)) *booted {
+	t.Helper()
+	port := config.Default().WorkloadPort
+	un.HostFwd = append(un.HostFwd, fmt.Sprintf("tcp:127.0.0.1:%d-:%d", port, port))
+	cfg := vm.Config{CPUs: cpus, Accel: vm.Accel(), Netns: ns, Dir: shortDir(t), UserNet: un}
 	timeout := bootTimeout(cfg.Accel)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -111,17 +181,24 @@ func testHTTPBoot(t *testing.T, dir string, cpus int) {
 			t.Logf("console log: %s\n--- console tail ---\n%s\n--- qemu stderr ---\n%s", filepath.Join(v.Dir, "console.log"), v.Console.Tail(60), v.Stderr())
 		}
 	})
-	t.Logf("HTTP boot of %s under %s, no disk (console: %s)", url, v.Accel, filepath.Join(v.Dir, "console.log"))
+	t.Logf("%s under %s, no disk (console: %s)", what, v.Accel, filepath.Join(v.Dir, "console.log"))
+	for _, w := range watch {
+		go w(ctx, v)
+	}
 	rep, err := v.Console.WaitReport(ctx)
 	if err != nil {
-		t.Fatalf("no boot report within %v: %v (EFI binary requested %d times, %d bytes sent)", timeout, err, gets.Load(), sent.Load())
+		t.Errorf("no boot report within %v: %v (%s)", timeout, err, progress())
+		return nil
 	}
-	fmt.Fprintf(os.Stderr, "e2e: HTTP boot, %d vCPUs under %s: boot report after %v wall time (QEMU start to report), EFI binary fetched %d times, %d bytes\n",
-		cpus, v.Accel, time.Since(v.Started).Round(time.Millisecond), gets.Load(), sent.Load())
-	if gets.Load() == 0 || sent.Load() < int64(len(im.EFI)) {
-		t.Errorf("the firmware fetched the EFI binary %d times, %d bytes (it has %d): booted from somewhere else?", gets.Load(), sent.Load(), len(im.EFI))
-	}
-	b := &booted{Guest: &vm.Guest{VM: v, Netns: ns, Addr: "127.0.0.1"}, rep: rep, cpus: cpus, port: fmt.Sprint(port)}
+	fmt.Fprintf(os.Stderr, "e2e: %s, %d vCPUs under %s: boot report after %v wall time (QEMU start to report), %s\n",
+		what, cpus, v.Accel, time.Since(v.Started).Round(time.Millisecond), progress())
+	return &booted{Guest: &vm.Guest{VM: v, Netns: ns, Addr: "127.0.0.1"}, rep: rep, cpus: cpus, port: fmt.Sprint(port)}
+}
+
+// checkNetBooted checks an appliance booted from the network, from
+// outside: the report, /json, the policy, and a clean power-off.
+func checkNetBooted(t *testing.T, b *booted) {
+	rep, cpus := b.rep, b.cpus
 	t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(rep, cpus)) })
 	t.Run("http", func(t *testing.T) { checkHTTP(t, b) })
 	t.Run("policy", func(t *testing.T) { reportErrs(t, CheckPolicy(&rep.Facts)) })

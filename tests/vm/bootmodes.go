@@ -3,6 +3,8 @@ package vm
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -10,10 +12,16 @@ import (
 // hands out 10.0.2.15 and, with BootFile, a boot file name (option 67); for
 // an http:// URL libslirp also answers the vendor class "HTTPClient"
 // (option 60), which is what UEFI HTTP boot looks for. 10.0.2.2 is the host
-// side: QEMU's own loopback (inside Config.Netns when set).
+// side: QEMU's own loopback (inside Config.Netns when set), and with
+// TFTPDir also the TFTP server (next-server) that UEFI PXE fetches
+// BootFile from.
 type UserNet struct {
-	// BootFile is the DHCP boot file: an http:// URL for UEFI HTTP boot.
+	// BootFile is the DHCP boot file: an http:// URL for UEFI HTTP boot,
+	// or with TFTPDir a file name in it for UEFI PXE over TFTP.
 	BootFile string
+	// TFTPDir is the root of libslirp's built-in TFTP server (-netdev
+	// user,tftp=), read-only, at UserNetHostAddr.
+	TFTPDir string
 	// HostFwd are QEMU hostfwd rules, e.g. "tcp:127.0.0.1:8080-:8080".
 	HostFwd []string
 }
@@ -31,6 +39,9 @@ const (
 // makes it the first boot option.
 func (u *UserNet) args() []string {
 	nd := "user,id=net0"
+	if u.TFTPDir != "" {
+		nd += ",tftp=" + u.TFTPDir
+	}
 	if u.BootFile != "" {
 		nd += ",bootfile=" + u.BootFile
 	}
@@ -49,6 +60,12 @@ func (u *UserNet) args() []string {
 		args = append(args,
 			"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
 			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+	}
+	if u.TFTPDir != "" && u.BootFile != "" {
+		// PXEv4 is OVMF's first network boot option; leaving out PXEv6
+		// makes a failed PXEv4 fall through to HTTP boot's (failing)
+		// attempt at once instead of after a wait for DHCPv6 offers.
+		args = append(args, "-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
 	}
 	return args
 }
@@ -81,8 +98,28 @@ func (cfg *Config) checkBootMode() error {
 	if cfg.UserNet != nil && cfg.Tap != "" {
 		return errors.New("vm: UserNet and Tap both set: one NIC")
 	}
-	if u := cfg.UserNet; u != nil && u.BootFile != "" && !strings.Contains(u.BootFile, "://") {
-		return fmt.Errorf("vm: UserNet.BootFile %q: want a URL (http://%s:PORT/...)", u.BootFile, UserNetHostAddr)
+	if u := cfg.UserNet; u != nil {
+		return u.check()
+	}
+	return nil
+}
+
+// check refuses a boot file the firmware could not fetch: a name without
+// a TFTP root, a URL or a missing file with one, and what would break
+// QEMU's comma-separated -netdev option.
+func (u *UserNet) check() error {
+	url := strings.Contains(u.BootFile, "://")
+	switch {
+	case strings.Contains(u.BootFile+u.TFTPDir, ","):
+		return fmt.Errorf("vm: UserNet: a comma in %q or %q would end QEMU's option", u.BootFile, u.TFTPDir)
+	case u.TFTPDir == "" && u.BootFile != "" && !url:
+		return fmt.Errorf("vm: UserNet.BootFile %q: want a URL (http://%s:PORT/...), or a TFTPDir that holds it", u.BootFile, UserNetHostAddr)
+	case u.TFTPDir != "" && url:
+		return fmt.Errorf("vm: UserNet.BootFile %q with a TFTPDir: want a file name in it", u.BootFile)
+	case u.TFTPDir != "" && u.BootFile != "":
+		if _, err := os.Stat(filepath.Join(u.TFTPDir, u.BootFile)); err != nil {
+			return fmt.Errorf("vm: UserNet: the PXE boot file: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package vm
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,10 @@ import (
 // The QEMU arguments of each boot mode: SeaBIOS has no pflash, HTTP boot
 // has the firmware and a NIC with the boot file but no disk.
 func TestArgsBootModes(t *testing.T) {
+	tftp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tftp, "BOOTX64.EFI"), []byte("MZ"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name        string
 		cfg         Config
@@ -22,6 +28,10 @@ func TestArgsBootModes(t *testing.T) {
 			[]string{"if=pflash", "user,id=net0,bootfile=http://10.0.2.2:8000/x.efi,hostfwd=tcp:127.0.0.1:8080-:8080", "bootindex=0",
 				"name=opt/org.tianocore/IPv4PXESupport,string=n"},
 			[]string{"virtio-blk-pci", "-kernel", "tap,"}},
+		{"pxe", Config{UserNet: &UserNet{TFTPDir: tftp, BootFile: "BOOTX64.EFI"}},
+			[]string{"if=pflash", "user,id=net0,tftp=" + tftp + ",bootfile=BOOTX64.EFI", "bootindex=0",
+				"name=opt/org.tianocore/IPv6PXESupport,string=n"},
+			[]string{"virtio-blk-pci", "-kernel", "IPv4PXESupport"}},
 	} {
 		tc.cfg.CPUs, tc.cfg.MemoryMB, tc.cfg.Accel = 1, 256, "tcg"
 		if err := tc.cfg.checkBootMode(); err != nil {
@@ -42,6 +52,7 @@ func TestArgsBootModes(t *testing.T) {
 }
 
 func TestCheckBootModeRefuses(t *testing.T) {
+	tftp := t.TempDir()
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -51,6 +62,9 @@ func TestCheckBootModeRefuses(t *testing.T) {
 		{"unknown firmware", Config{Disk: "d", Firmware: "coreboot"}},
 		{"two NICs", Config{Disk: "d", Tap: "tap0", UserNet: &UserNet{}}},
 		{"boot file not a URL", Config{UserNet: &UserNet{BootFile: "BOOTX64.EFI"}}},
+		{"pxe boot file not in the TFTP root", Config{UserNet: &UserNet{TFTPDir: tftp, BootFile: "BOOTX64.EFI"}}},
+		{"pxe boot file a URL", Config{UserNet: &UserNet{TFTPDir: tftp, BootFile: "http://10.0.2.2/BOOTX64.EFI"}}},
+		{"comma in the TFTP root", Config{UserNet: &UserNet{TFTPDir: tftp + ",x", BootFile: "BOOTX64.EFI"}}},
 	} {
 		if err := tc.cfg.checkBootMode(); err == nil {
 			t.Errorf("%s: accepted", tc.name)

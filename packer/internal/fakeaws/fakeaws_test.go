@@ -129,6 +129,9 @@ func TestStrictParameters(t *testing.T) {
 		{"autoscaling rollback of $Latest", "autoscaling", form, "", q("Action", "StartInstanceRefresh", "Version", "2011-01-01",
 			"AutoScalingGroupName", "web", "DesiredConfiguration.LaunchTemplate.LaunchTemplateId", lt,
 			"DesiredConfiguration.LaunchTemplate.Version", "$Latest", "Preferences.AutoRollback", "true"), "AutoRollback needs a specific launch template version"},
+		// Auto Scaling lists are Name.member.N, not EC2's Name.N.
+		{"autoscaling list without member", "autoscaling", form, "", q("Action", "DescribeAutoScalingGroups", "Version", "2011-01-01",
+			"AutoScalingGroupNames.1", "web"), "AutoScalingGroupNames.1 is not recognized"},
 		{"ssm unknown field", "ssm", "application/x-amz-json-1.1", "AmazonSSM.PutParameter", `{"Name":"/a","Value":"v","Type":"String","Bogus":1}`, "unknown field"},
 		{"ssm wrong type", "ssm", "application/x-amz-json-1.1", "AmazonSSM.PutParameter", `{"Name":"/a","Value":"v","Type":"String","Overwrite":"yes"}`, "cannot unmarshal"},
 		{"ssm reserved name", "ssm", "application/x-amz-json-1.1", "AmazonSSM.PutParameter", `{"Name":"/aws/x","Value":"v","Type":"String"}`, "prefixed"},
@@ -318,5 +321,40 @@ func TestEncryptedNotPublic(t *testing.T) {
 		if status != tc.status || tc.status == 400 && !strings.Contains(body, "cannot be made public") {
 			t.Errorf("%s %s=%s: %d %s, want %d", tc.image, tc.key, tc.value, status, body, tc.status)
 		}
+	}
+}
+
+// DescribeAutoScalingGroups reports a plain group's launch template under
+// LaunchTemplate and a mixed group's under MixedInstancesPolicy, with its
+// overrides, as the API reference's AutoScalingGroup does; unknown names
+// are left out.
+func TestDescribeAutoScalingGroups(t *testing.T) {
+	s := New("AKIDTEST", "secret")
+	defer s.Close()
+	lt := s.AddLaunchTemplate("eu-west-1", "web", "ami-0123456789abcdef0")
+	s.AddGroup("eu-west-1", "plain", lt, "1", 2)
+	s.AddGroup("eu-west-1", "mixed", lt, "$Default", 3)
+	s.SetMixedInstancesPolicy("eu-west-1", "mixed", MixedInstancesPolicy{Overrides: []Override{
+		{InstanceType: "c5n.metal"}, {Requirements: &InstanceRequirements{VCPUMin: 4, MemoryMiBMin: 8192, BareMetal: "included"}},
+	}})
+	form := "application/x-www-form-urlencoded; charset=utf-8"
+	status, body := raw(t, s, "autoscaling", "eu-west-1", form, "",
+		"Action=DescribeAutoScalingGroups&Version=2011-01-01&AutoScalingGroupNames.member.1=plain&AutoScalingGroupNames.member.2=mixed&AutoScalingGroupNames.member.3=gone")
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	for _, want := range []string{
+		"<member><AutoScalingGroupName>mixed</AutoScalingGroupName>",
+		"<MixedInstancesPolicy><LaunchTemplate><LaunchTemplateSpecification><LaunchTemplateId>" + lt + "</LaunchTemplateId><LaunchTemplateName>web</LaunchTemplateName><Version>$Default</Version>",
+		"<Overrides><member><InstanceType>c5n.metal</InstanceType></member><member><InstanceRequirements><VCpuCount><Min>4</Min></VCpuCount><MemoryMiB><Min>8192</Min></MemoryMiB><BareMetal>included</BareMetal></InstanceRequirements></member></Overrides>",
+		"<AutoScalingGroupName>plain</AutoScalingGroupName><AutoScalingGroupARN>",
+		"</AutoScalingGroupARN><LaunchTemplate><LaunchTemplateId>" + lt + "</LaunchTemplateId><LaunchTemplateName>web</LaunchTemplateName><Version>1</Version></LaunchTemplate>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("answer lacks %s\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "gone") || strings.Count(body, "<AutoScalingGroupName>") != 2 {
+		t.Errorf("want exactly the two groups that exist:\n%s", body)
 	}
 }

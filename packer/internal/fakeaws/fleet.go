@@ -47,6 +47,8 @@ type Group struct {
 	// Updated counts the instances running the refresh's desired
 	// configuration (a failed refresh leaves the group mixed).
 	Updated int
+	// Mixed, when set, is the group's mixed instances policy (mixed.go).
+	Mixed *MixedInstancesPolicy
 	// failAt and failReason arm a failure for the next refresh.
 	failAt     int
 	failReason string
@@ -312,6 +314,7 @@ var autoscalingActions = map[string]queryAction{
 	"DescribeInstanceRefreshes": {querySpec{"AutoScalingGroupName": str, "InstanceRefreshIds.member.#": str}, (*Server).describeInstanceRefreshes},
 	"CancelInstanceRefresh":     {querySpec{"AutoScalingGroupName": str}, (*Server).cancelInstanceRefresh},
 	"RollbackInstanceRefresh":   {querySpec{"AutoScalingGroupName": str}, (*Server).rollbackInstanceRefresh},
+	"DescribeAutoScalingGroups": {querySpec{"AutoScalingGroupNames.member.#": str, "MaxRecords": integer, "NextToken": str}, (*Server).describeAutoScalingGroups},
 }
 
 func asInvalid(format string, args ...any) *Fault {
