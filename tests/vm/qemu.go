@@ -191,23 +191,25 @@ type VM struct {
 }
 
 // accelArgs are -machine with the accelerator, or for an x86 guest under
-// TCG with more vCPUs than the host has CPUs, -machine without it and
-// "-accel tcg,thread=single" (QEMU refuses both forms at once).
+// TCG with as many vCPUs as the host has CPUs or more, -machine without it
+// and "-accel tcg,thread=single" (QEMU refuses both forms at once).
 //
 // Why: Linux patches its own code at run time (static keys: text_poke_bp
 // writes an int3, syncs every CPU with an IPI, writes the rest, syncs
 // again), which is safe on hardware and under KVM. Under multi-threaded
 // TCG with vCPU threads overcommitted on the host's cores, a vCPU can
 // still run a stale translation holding the int3 after the patch is
-// done, and the kernel dies of "Oops: int3" (seen in sched_clock_cpu
-// from an IPI on an idle CPU: "Fatal exception in interrupt"): seen in 2
-// of about 16 4-vCPU boots on a 2-core machine (CI's and ours, December
-// 2026; not a measured rate), in none of the 2-vCPU boots. With
-// more vCPUs than host CPUs, multi-threading gains nothing over one
-// thread that runs the vCPUs in turn, and the one thread has no such
+// done, and the kernel dies of "Oops: int3" ("Fatal exception in
+// interrupt"). Seen (December 2026, not a measured rate): in 2 of about
+// 16 4-vCPU boots on a 2-core machine (sched_clock_cpu, from an IPI on an
+// idle CPU), and once in a 2-vCPU boot on the same machine under load
+// 11-16 (hrtimer_start_range_ns, during initramfs unpacking): vCPUs as
+// many as the cores are overcommitted as soon as anything else runs,
+// QEMU's own I/O thread included. Then multi-threading gains little over
+// one thread that runs the vCPUs in turn, and the one thread has no such
 // race. arm64 patches under stop_machine and is not affected.
 func (cfg *Config) accelArgs(mach string, hostCPUs int) []string {
-	if cfg.Accel != "tcg" || cfg.Arch == "arm64" || cfg.CPUs <= hostCPUs {
+	if cfg.Accel != "tcg" || cfg.Arch == "arm64" || cfg.CPUs < hostCPUs {
 		return []string{"-machine", mach + ",accel=" + cfg.Accel}
 	}
 	return []string{"-machine", mach, "-accel", "tcg,thread=single"}

@@ -122,17 +122,19 @@ func TestArgs(t *testing.T) {
 	}
 }
 
-// TestAccelArgs: one TCG thread only where vCPUs outnumber the host's
-// CPUs on x86 (see accelArgs); KVM and arm64 keep -machine accel=.
+// TestAccelArgs: one TCG thread where the vCPUs are as many as the host's
+// CPUs or more on x86 (see accelArgs); KVM and arm64 keep -machine accel=.
 func TestAccelArgs(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config
 		host int
 		want string
 	}{
-		{Config{Accel: "tcg", CPUs: 2}, 2, "-machine q35,accel=tcg"},
+		{Config{Accel: "tcg", CPUs: 2}, 4, "-machine q35,accel=tcg"},
+		{Config{Accel: "tcg", CPUs: 2}, 2, "-machine q35 -accel tcg,thread=single"},
 		{Config{Accel: "tcg", CPUs: 4}, 2, "-machine q35 -accel tcg,thread=single"},
-		{Config{Accel: "tcg", CPUs: 4}, 4, "-machine q35,accel=tcg"},
+		{Config{Accel: "tcg", CPUs: 4}, 4, "-machine q35 -accel tcg,thread=single"},
+		{Config{Accel: "tcg", CPUs: 4}, 8, "-machine q35,accel=tcg"},
 		{Config{Accel: "kvm", CPUs: 4}, 2, "-machine q35,accel=kvm"},
 		{Config{Accel: "tcg", CPUs: 4, Arch: "arm64"}, 2, "-machine virt,accel=tcg"},
 	} {
