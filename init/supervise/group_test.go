@@ -43,6 +43,13 @@ func TestHelperGroup(t *testing.T) {
 		<-c
 		os.WriteFile(mark+".graceful", []byte("sigterm"), 0o644)
 		os.Exit(0)
+	case "stdio":
+		// What the supervisor gave it as fds 0, 1 and 2.
+		in, _ := os.Readlink("/proc/self/fd/0")
+		os.WriteFile(mark, []byte(in), 0o644)
+		fmt.Fprintln(os.Stdout, "to stdout")
+		fmt.Fprintln(os.Stderr, "to stderr")
+		os.Exit(0)
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)
 		os.WriteFile(mark+".stubborn", []byte("ready"), 0o644)
@@ -239,5 +246,62 @@ func TestProcessGroupLeftEmpty(t *testing.T) {
 				t.Errorf("the graceful child's mark is %q, want %q: it got no SIGTERM before the SIGKILL", b, tt.graceful)
 			}
 		})
+	}
+}
+
+// TestWorkloadStdio: the workload's stdin is /dev/null, its stdout and
+// stderr are the files the init gives it (the console), so what it logs
+// reaches the console.
+func TestWorkloadStdio(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]*os.File{}
+	for _, n := range []string{"stdout", "stderr"} {
+		f, err := os.Create(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files[n] = f
+	}
+	s, _, rec, mark := setup(t, "", func(c *Config) {
+		c.Args = []string{"-test.run=^TestHelperGroup$"}
+		c.Env = append(c.Env, groupHelperEnv+"=stdio")
+		c.Stdout, c.Stderr = files["stdout"], files["stderr"]
+	})
+	go s.Run()
+	if ex := rec.next(t, report.EventExit); ex.Detail != "exit status 0" {
+		t.Fatalf("exit %+v", ex)
+	}
+	if b, _ := os.ReadFile(mark); string(b) != os.DevNull {
+		t.Errorf("workload's stdin is %q, want %s", b, os.DevNull)
+	}
+	for n, want := range map[string]string{"stdout": "to stdout\n", "stderr": "to stderr\n"} {
+		// The test binary prints its own PASS/skip lines too: the
+		// workload's line must be there.
+		if b, _ := os.ReadFile(filepath.Join(dir, n)); !strings.Contains(string(b), want) {
+			t.Errorf("workload's %s got %q, want %q in it", n, b, want)
+		}
+	}
+}
+
+// TestReaperQuietWhileChildRuns: with the workload running and nothing to
+// reap, wait4 answers 0; the reaper goes back to waiting for SIGCHLD
+// instead of taking 0 for a child (a busy loop logging "orphan pid 0").
+func TestReaperQuietWhileChildRuns(t *testing.T) {
+	s, _, rec, _ := setup(t, "serve", nil)
+	go s.Run()
+	rec.next(t, report.EventReady)
+	// A SIGCHLD with nothing to reap (another child of PID 1 stopped or
+	// continued, a signal coalesced): the reaper runs wait4 now.
+	if err := unix.Kill(os.Getpid(), unix.SIGCHLD); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, l := range rec.logs {
+		if strings.Contains(l, "orphan") {
+			t.Fatalf("%d log lines, among them %q", len(rec.logs), l)
+		}
 	}
 }
