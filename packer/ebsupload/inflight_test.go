@@ -1,0 +1,65 @@
+package ebsupload_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ebs"
+	"github.com/hotpath-dev/hotpath/packer/ebsupload"
+	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
+)
+
+// inflight is the EBS client with the PutSnapshotBlock calls in flight
+// counted, and a pause in each so that the workers overlap.
+type inflight struct {
+	*ebs.Client
+	mu       sync.Mutex
+	now, max int
+}
+
+func (c *inflight) PutSnapshotBlock(ctx context.Context, in *ebs.PutSnapshotBlockInput, opts ...func(*ebs.Options)) (*ebs.PutSnapshotBlockOutput, error) {
+	c.mu.Lock()
+	c.now++
+	c.max = max(c.max, c.now)
+	c.mu.Unlock()
+	defer func() { c.mu.Lock(); c.now--; c.mu.Unlock() }()
+	time.Sleep(5 * time.Millisecond)
+	return c.Client.PutSnapshotBlock(ctx, in, opts...)
+}
+
+// TestUploadWorkers: Workers bounds the blocks in flight (a user sets it
+// to share a link), and left at 0 it is the default of 16, as are the
+// attempts and the back-off: an upload with none of them set works.
+func TestUploadWorkers(t *testing.T) {
+	kinds := make([]blockKind, 40)
+	for i := range kinds {
+		kinds[i] = data
+	}
+	for _, tc := range []struct {
+		name    string
+		workers int
+		maxIn   int // most blocks in flight allowed
+		minIn   int // and seen at least once
+	}{
+		{"two workers", 2, 2, 2},
+		{"defaults", 0, 16, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, _, nData := writeImage(t, kinds, 0)
+			f := fakeaws.New("AKIDTEST", "secret")
+			defer f.Close()
+			api := &inflight{Client: client(t, f, 3)}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := ebsupload.Upload(ctx, api, ebsupload.Options{Path: path, Workers: tc.workers, Timeout: 30 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Sent != nData || api.max > tc.maxIn || api.max < tc.minIn {
+				t.Errorf("%d sent (want %d), at most %d blocks in flight; want %d to %d", res.Sent, nData, api.max, tc.minIn, tc.maxIn)
+			}
+		})
+	}
+}
