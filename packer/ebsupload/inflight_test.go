@@ -63,3 +63,18 @@ func TestUploadWorkers(t *testing.T) {
 		})
 	}
 }
+
+// TestUploadDescription: the description given is the snapshot's (what
+// the EC2 console and describe-snapshots show).
+func TestUploadDescription(t *testing.T) {
+	path, _, _ := writeImage(t, []blockKind{data}, 0)
+	f := fakeaws.New("AKIDTEST", "secret")
+	defer f.Close()
+	const desc = "hotpath image 2026-12-01"
+	if _, err := ebsupload.Upload(context.Background(), client(t, f, 3), ebsupload.Options{Path: path, Description: desc, Timeout: 30 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if sn := f.Snapshots(); len(sn) != 1 || sn[0].Description != desc {
+		t.Errorf("snapshots %+v, want one described %q", sn, desc)
+	}
+}
