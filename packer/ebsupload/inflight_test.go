@@ -78,3 +78,18 @@ func TestUploadDescription(t *testing.T) {
 		t.Errorf("snapshots %+v, want one described %q", sn, desc)
 	}
 }
+
+// TestUploadKMSKey: an encrypted upload with a KMS key is encrypted with
+// that key, not the account's default one.
+func TestUploadKMSKey(t *testing.T) {
+	path, _, _ := writeImage(t, []blockKind{data}, 0)
+	f := fakeaws.New("AKIDTEST", "secret")
+	defer f.Close()
+	const key = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	if _, err := ebsupload.Upload(context.Background(), client(t, f, 3), ebsupload.Options{Path: path, Encrypted: true, KMSKeyARN: key, Timeout: 30 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if sn := f.Snapshots(); len(sn) != 1 || !sn[0].Encrypted || sn[0].KmsKeyArn != key {
+		t.Errorf("snapshots %+v, want one encrypted with %s", sn, key)
+	}
+}
