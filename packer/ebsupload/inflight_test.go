@@ -93,3 +93,35 @@ func TestUploadKMSKey(t *testing.T) {
 		t.Errorf("snapshots %+v, want one encrypted with %s", sn, key)
 	}
 }
+
+// TestUploadAttempts: a block is tried Attempts times (each one HTTP call
+// here: the SDK's own retryer is given a single attempt), no more and no
+// fewer: it succeeds on the last one, and fails the upload when that one
+// fails too.
+func TestUploadAttempts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults int
+		ok     bool
+	}{
+		{"succeeds on the last attempt", 2, true},
+		{"fails after the last attempt", 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, _, _ := writeImage(t, []blockKind{data}, 0)
+			f := fakeaws.New("AKIDTEST", "secret")
+			defer f.Close()
+			for i := 0; i < tc.faults; i++ {
+				f.Inject("PutSnapshotBlock", fakeaws.Fault{Status: 503})
+			}
+			_, err := ebsupload.Upload(context.Background(), client(t, f, 1), ebsupload.Options{
+				Path: path, Workers: 1, Attempts: 3, Backoff: time.Millisecond, Timeout: 30 * time.Minute})
+			if (err == nil) != tc.ok {
+				t.Errorf("Upload: %v, want success %v", err, tc.ok)
+			}
+			if n := f.CountCalls("PutSnapshotBlock", 0); n != 3 {
+				t.Errorf("PutSnapshotBlock called %d times, want 3 (Attempts)", n)
+			}
+		})
+	}
+}
