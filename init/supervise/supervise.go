@@ -368,6 +368,10 @@ func (s *Supervisor) Run() {
 			case ws := <-exited:
 				cancel()
 				status = describe(ws)
+				// What the workload started dies with it: a child left
+				// behind would hold its port, CPU and memory against the
+				// next start (whose listen would fail with EADDRINUSE).
+				unix.Kill(-pid, unix.SIGKILL)
 			case reason := <-s.stop:
 				cancel()
 				s.shutdown(pid, exited, reason)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -528,7 +529,16 @@ func TestStartFailure(t *testing.T) {
 // one OnFirstReady call, at the one deadline counted from the first start,
 // however many times it restarts meanwhile.
 func TestCrashLoopOneReport(t *testing.T) {
-	const timeout = time.Second
+	// The deadline must leave room for several starts and exits: on a
+	// loaded machine one start of the helper took over a second. So it is
+	// ten times what one start and exit takes here, now, and at least 1 s.
+	t0 := time.Now()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorkload$")
+	cmd.Env = []string{helperEnv + "=exit3"}
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("helper exit3: %v", err)
+	}
+	timeout := max(time.Second, 10*time.Since(t0))
 	var mu sync.Mutex
 	var calls []error
 	var at []time.Time
@@ -549,7 +559,7 @@ func TestCrashLoopOneReport(t *testing.T) {
 	// the workload late); a per-start deadline would never fire in a
 	// crash loop, so this wait would fail. Then two more deadlines' worth
 	// of restarts: a second report would show there.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(timeout + 20*time.Second); ; time.Sleep(10 * time.Millisecond) {
 		mu.Lock()
 		n := len(calls)
 		mu.Unlock()

@@ -35,6 +35,10 @@ func TestRetryable(t *testing.T) {
 		{"throttling code", &smithy.GenericAPIError{Code: "ThrottlingException"}, true},
 		{"internal", &types.InternalServerException{Message: aws.String("x")}, true},
 		{"bare 503", httpErr(503, errors.New("unknown")), true},
+		// The status decides where the error code says nothing known.
+		{"500, unknown code", httpErr(500, &smithy.GenericAPIError{Code: "InternalFailure"}), true},
+		{"429, unknown code", httpErr(429, &smithy.GenericAPIError{Code: "TooManyRequests", Fault: smithy.FaultClient}), true},
+		{"400, unknown client error", httpErr(400, &smithy.GenericAPIError{Code: "SomethingElse", Fault: smithy.FaultClient}), false},
 		{"other client error", &smithy.GenericAPIError{Code: "SomethingElse", Fault: smithy.FaultClient}, false},
 		{"server fault", &smithy.GenericAPIError{Code: "SomethingElse", Fault: smithy.FaultServer}, true},
 		{"transport", errors.New("connection reset by peer"), true},
