@@ -136,21 +136,9 @@ func (r *Request) fastField(b []byte, p, maxEnd int) (next int, done, ok bool) {
 	return i + 2, false, true
 }
 
-// valueRun is run(b, clValue) eight bytes a step while no byte of the
-// word is below 0x20 or 0x7f (fieldValue's test; a tab stops it too).
+// valueRun is run(b, clValue), eight bytes a step first while no byte of
+// the word is below 0x20 or 0x7f (fieldWords; a tab stops it too).
 func valueRun(b []byte) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	n := 0
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		below := (x - ones*0x20) &^ x
-		d := x ^ ones*0x7f
-		del := (d - ones) &^ d
-		if (below|del)&highs != 0 {
-			break
-		}
-		b = b[8:]
-		n += 8
-	}
-	return n + run(b, clValue)
+	n := fieldWords(b)
+	return n + run(b[n:], clValue)
 }
