@@ -17,7 +17,9 @@ import "encoding/binary"
 // target, an absolute-form target, a tab in a value) it gives up and the
 // general parser decides the same bytes from the same position, so the
 // two agree by construction on every input they both see, and
-// FuzzFastPath checks that they do.
+// FuzzFastPath checks that they do. Measured the same way: 2,371 ->
+// 2,207 instructions per request with them (the fixed cost of each line
+// and part, not the per-byte work, was what they saved).
 
 // The byte classes of the fast paths, one table lookup per byte.
 const (
