@@ -103,7 +103,7 @@ type Options struct {
 	// fail the build.
 	InitConfig []byte
 	// Cmdline is appended to the kernel's built-in command line (after the
-	// policy's "console=ttyS0 mitigations=off panic=10 panic_on_oops=1"); hotpath.<key>=<value>
+	// policy's "console=ttyS0,115200n8 mitigations=off no_timer_check panic=10 panic_on_oops=1" on x86); hotpath.<key>=<value>
 	// words are init configuration overrides and are validated too.
 	Cmdline string
 	// Firmware is a directory whose files go into the initramfs under

@@ -71,7 +71,7 @@ type Options struct {
 	// a kernel without one.
 	Initramfs string
 	// Cmdline is appended to the policy's built-in command line
-	// ("console=ttyS0 mitigations=off panic=10 panic_on_oops=1").
+	// ("console=ttyS0,115200n8 mitigations=off no_timer_check panic=10 panic_on_oops=1" on x86).
 	Cmdline string
 	// Jobs is make's -j; 0 means the number of CPUs.
 	Jobs int

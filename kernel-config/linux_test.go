@@ -94,13 +94,13 @@ func testConfigure(t *testing.T, source, version string) {
 		"# CONFIG_SECCOMP is not set", "# CONFIG_MODULES is not set", "CONFIG_ENA_ETHERNET=y", "CONFIG_VIRTIO_NET=y",
 		"CONFIG_NUMA=y", "CONFIG_X86_PAT=y",
 		"CONFIG_EFI_STUB=y", "CONFIG_ACPI_BUTTON=y", "CONFIG_SERIAL_8250_CONSOLE=y", "CONFIG_NET_RX_BUSY_POLL=y",
-		"CONFIG_RPS=y", "CONFIG_XPS=y", `CONFIG_DEFAULT_TCP_CONG="reno"`, `CONFIG_CMDLINE="console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1"`,
+		"CONFIG_RPS=y", "CONFIG_XPS=y", `CONFIG_DEFAULT_TCP_CONG="reno"`, `CONFIG_CMDLINE="console=ttyS0,115200n8 mitigations=off no_timer_check panic=10 panic_on_oops=1"`,
 	} {
 		if !strings.Contains(c.Config, "\n"+line+"\n") {
 			t.Errorf(".config lacks %q", line)
 		}
 	}
-	if c.PolicyCmdline != "console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1" {
+	if c.PolicyCmdline != "console=ttyS0,115200n8 mitigations=off no_timer_check panic=10 panic_on_oops=1" {
 		t.Errorf("policy cmdline %q", c.PolicyCmdline)
 	}
 	t.Logf("Linux %s, key %s\n%s", c.Source.Version, c.Key, c.Summary)
@@ -217,11 +217,11 @@ func TestBuildRelinkReproducible(t *testing.T) {
 	if got, err := fileSHA256(ra.BzImage); err != nil || got != ra.SHA256 {
 		t.Errorf("first kernel changed after a later build: %s %v", got, err)
 	}
-	if ra.Cmdline != "console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1 hotpath.test=a" {
+	if ra.Cmdline != "console=ttyS0,115200n8 mitigations=off no_timer_check panic=10 panic_on_oops=1 hotpath.test=a" {
 		t.Errorf("cmdline %q", ra.Cmdline)
 	}
 	cfg, err := os.ReadFile(rb.Config)
-	if err != nil || !strings.Contains(string(cfg), `CONFIG_CMDLINE="console=ttyS0,115200n8 mitigations=off panic=10 panic_on_oops=1 hotpath.test=b"`) ||
+	if err != nil || !strings.Contains(string(cfg), `CONFIG_CMDLINE="console=ttyS0,115200n8 mitigations=off no_timer_check panic=10 panic_on_oops=1 hotpath.test=b"`) ||
 		!strings.Contains(string(cfg), "CONFIG_INITRAMFS_COMPRESSION_NONE=y") {
 		t.Errorf("final config %s lacks the per-image values (%v)", rb.Config, err)
 	}
