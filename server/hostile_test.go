@@ -133,8 +133,15 @@ func TestHostileMemory(t *testing.T) {
 	if maxMem > bound {
 		t.Errorf("worker buffers peaked at %d KiB, over the documented bound %d KiB", maxMem>>10, bound>>10)
 	}
-	if limit := idleRSS + gcFactor*bound; maxRSS > limit {
-		t.Errorf("RSS peaked at %d KiB, over idle + %d × bound = %d KiB", maxRSS>>10, gcFactor, limit>>10)
+	// slack is what the runtime may hold beyond that without anything
+	// being wrong: pages freed but not yet returned, and the heap a
+	// collection slowed by a loaded machine lets grow past its goal
+	// (seen: 171 MB against a 166 MB limit, once, at load average 10).
+	// A leak per connection of the attack's size, 1 MiB times 200, is
+	// 25 times larger.
+	const slack = 8 << 20
+	if limit := idleRSS + gcFactor*bound + slack; maxRSS > limit {
+		t.Errorf("RSS peaked at %d KiB, over idle + %d × bound + %d KiB = %d KiB", maxRSS>>10, gcFactor, slack>>10, limit>>10)
 	}
 	if s.Requests() < 1000 {
 		t.Errorf("only %d requests answered: the attack did not get through", s.Requests())
@@ -146,7 +153,6 @@ func TestHostileMemory(t *testing.T) {
 	// Back to idle: the worker drops its buffers at once (spare input
 	// buffers at the next timeout scan), and releaseMemory hands the
 	// freed memory back within a second or two.
-	const slack = 8 << 20
 	var nowRSS, nowMem int64
 	for range 100 {
 		time.Sleep(100 * time.Millisecond)
