@@ -276,8 +276,13 @@ func nicTuneSteps(m *machine) []boot.Step {
 	case m.tuner == nil:
 		return append(nic.SkippedSteps("no ethtool netlink/ioctl socket"), skipStep(napi.StepName, "no ethtool netlink/ioctl socket"))
 	}
-	deferral := napi.Settings{DeferHardIRQs: m.cfg.NIC.DeferHardIRQs, GROFlushTimeout: m.cfg.NIC.GROFlushTimeout}
-	return append(m.tuner.Steps(), napi.Step(m.sysRoot, func() string { return m.link.Name }, deferral))
+	return append(m.tuner.Steps(), napi.Step(m.sysRoot, func() string { return m.link.Name }, napiSettings(m.cfg)))
+}
+
+// napiSettings is step 10 as the configuration asks for it: the step's
+// and the workload environment's one source.
+func napiSettings(cfg config.Config) napi.Settings {
+	return napi.Settings{DeferHardIRQs: cfg.NIC.DeferHardIRQs, GROFlushTimeout: cfg.NIC.GROFlushTimeout, Prefer: cfg.NIC.PreferBusyPoll}
 }
 
 // networkSteps configure the address: DHCP (retried in the background

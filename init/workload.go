@@ -25,8 +25,8 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 	cpuList := cpuset.FormatList(m.workloadCPUs())
 	env := append([]string{"PATH=/bin:/sbin:/", "HOME=/",
 		"HOTPATH_CPUS=" + cpuList, "HOTPATH_PORT=" + strconv.Itoa(cfg.WorkloadPort)}, cfg.WorkloadEnv...)
-	// Step 10's workload half goes with the NIC's deferral (init/napi).
-	env = append(env, napi.WorkloadEnv(napi.Settings{DeferHardIRQs: cfg.NIC.DeferHardIRQs, GROFlushTimeout: cfg.NIC.GROFlushTimeout})...)
+	// Step 10's workload half, with the NIC's deferral (init/napi).
+	env = append(env, napi.WorkloadEnv(napiSettings(cfg))...)
 	br := &bootReport{rep: report.Report{
 		Version: report.Version, Kernel: kernelRelease(), CPUs: len(m.online),
 		Config: cfg.Map(), Unknown: unknown,

@@ -567,6 +567,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config: nic.defer_hard_irqs %d needs a positive nic.gro_flush_timeout "+
 			"(a deferred interrupt with no timer waits for the workload alone)", c.NIC.DeferHardIRQs))
 	}
+	if c.NIC.PreferBusyPoll && c.NIC.DeferHardIRQs == 0 {
+		errs = append(errs, fmt.Errorf("config: nic.prefer_busy_poll=on needs nic.defer_hard_irqs "+
+			"(without a deferral every preferred busy poll re-arms the interrupt: nothing is gained)"))
+	}
 	if c.Link.Bond != BondNone && c.Link.BondMiimon < time.Millisecond {
 		errs = append(errs, fmt.Errorf("config: bond.mode=%s needs bond.miimon of at least 1ms", c.Link.Bond))
 	}

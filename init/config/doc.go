@@ -65,14 +65,16 @@
 //	nic.spread                 [rps] more workload CPUs than rx queues: rps steers each queue's flows to
 //	                              the CPUs sharing it; queues gives the workload only queue-owning CPUs
 //	nic.defer_hard_irqs        [0] napi_defer_hard_irqs: empty polls, after one that found work, before
-//	                              the queue's interrupt is re-armed (step 10, preferred busy polling:
-//	                              also tells the workload to prefer busy polling,
-//	                              HOTPATH_PREFER_BUSY_POLL=1; needs nic.gro_flush_timeout); 0 leaves the
-//	                              kernel's default. Off by default (a queue stopped receiving after load
-//	                              in QEMU, see NIC); to turn it on: 100 with 50us
+//	                              the queue's interrupt is re-armed (step 10's kernel half; needs
+//	                              nic.gro_flush_timeout); 0 leaves the kernel's default; to turn it on:
+//	                              100 with 50us
 //	nic.gro_flush_timeout      [0s] gro_flush_timeout: the timer that polls a queue whose interrupt is
 //	                              deferred, the longest a packet waits when no worker busy-polls; 0s
 //	                              leaves the kernel's default; with nic.defer_hard_irqs=100: 50us
+//	nic.prefer_busy_poll       [off] on tells the workload to prefer busy polling,
+//	                              HOTPATH_PREFER_BUSY_POLL=1 (step 10's workload half; needs
+//	                              nic.defer_hard_irqs). Off by default: Linux 6.12 can lose a queue when
+//	                              a preferring busy poll stops (see NIC)
 //	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
 //	nic.numa_local             [on] fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs)
 //	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order

@@ -118,6 +118,10 @@ func TestValidateEdges(t *testing.T) {
 		{"liveness tcp, both set", func(c *Config) { c.Liveness.Probe = "tcp" }, true},
 		{"deferral with a timer", func(c *Config) { c.NIC.DeferHardIRQs = 2; c.NIC.GROFlushTimeout = time.Microsecond }, true},
 		{"deferral without a timer", func(c *Config) { c.NIC.DeferHardIRQs = 2; c.NIC.GROFlushTimeout = 0 }, false},
+		{"preference with a deferral", func(c *Config) {
+			c.NIC.DeferHardIRQs, c.NIC.GROFlushTimeout, c.NIC.PreferBusyPoll = 2, time.Microsecond, true
+		}, true},
+		{"preference without a deferral", func(c *Config) { c.NIC.PreferBusyPoll = true }, false},
 	}
 	for _, tt := range tests {
 		c := Default()

@@ -48,6 +48,10 @@ const StepName = "nic-napi-defer"
 type Settings struct {
 	DeferHardIRQs   int           // napi_defer_hard_irqs; the kernel takes 0..S32_MAX
 	GROFlushTimeout time.Duration // gro_flush_timeout, whole nanoseconds
+	// Prefer asks the workload to prefer busy polling (PreferEnv); it
+	// needs the deferral (init/config's NIC.PreferBusyPoll says why it is
+	// separate).
+	Prefer bool
 }
 
 // PreferEnv is the workload contract's variable that tells the workload
@@ -57,19 +61,19 @@ type Settings struct {
 const PreferEnv = "HOTPATH_PREFER_BUSY_POLL"
 
 // WorkloadEnv is what the workload's environment gets for s: PreferEnv=1
-// when s defers interrupts (the two halves of step 10 go together: a
-// preference without the deferral re-arms the interrupt after every busy
-// poll, a deferral without a busy-polling worker only delays packets by
-// up to the timeout), nothing otherwise.
+// when s asks for the preference and defers interrupts (a preference
+// without the deferral re-arms the interrupt after every busy poll),
+// nothing otherwise. A deferral without the preference is the kernel's
+// software interrupt coalescing: a packet may wait up to the timeout.
 func WorkloadEnv(s Settings) []string {
-	if s.DeferHardIRQs > 0 && s.GROFlushTimeout > 0 {
+	if s.Prefer && s.DeferHardIRQs > 0 && s.GROFlushTimeout > 0 {
 		return []string{PreferEnv + "=1"}
 	}
 	return nil
 }
 
 // Off reports whether s asks for nothing.
-func (s Settings) Off() bool { return s.DeferHardIRQs == 0 && s.GROFlushTimeout == 0 }
+func (s Settings) Off() bool { return s.DeferHardIRQs == 0 && s.GROFlushTimeout == 0 && !s.Prefer }
 
 // Check refuses what the kernel would refuse (net-sysfs.c
 // change_napi_defer_hard_irqs: more than S32_MAX is -ERANGE) and a
@@ -83,6 +87,8 @@ func (s Settings) Check() error {
 		return fmt.Errorf("gro_flush_timeout %v: negative", s.GROFlushTimeout)
 	case s.DeferHardIRQs > 0 && s.GROFlushTimeout == 0:
 		return errors.New("napi_defer_hard_irqs without gro_flush_timeout: a masked interrupt would wait for the application alone")
+	case s.Prefer && s.DeferHardIRQs == 0:
+		return errors.New("a preference for busy polling without napi_defer_hard_irqs: every busy poll would re-arm the interrupt")
 	}
 	return nil
 }
@@ -112,6 +118,7 @@ func Step(sysRoot string, link func() string, s Settings) boot.Step {
 				files:  [2]string{filepath.Join(dev, "napi_defer_hard_irqs"), filepath.Join(dev, "gro_flush_timeout")},
 				values: [2]int64{int64(s.DeferHardIRQs), s.GROFlushTimeout.Nanoseconds()},
 			}
+			d["workload_prefer_busy_poll"] = strconv.FormatBool(s.Prefer)
 			for i, f := range p.files {
 				if err := writeExisting(f, strconv.FormatInt(p.values[i], 10)); err != nil {
 					if errors.Is(err, fs.ErrNotExist) {

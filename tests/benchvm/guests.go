@@ -43,7 +43,7 @@ func (s Step10) deferral() string {
 
 const (
 	noDeferral = "hotpath.nic.defer_hard_irqs=0 hotpath.nic.gro_flush_timeout=0s"
-	preferOn   = "hotpath.workload.args=-prefer-busy-poll"
+	preferOn   = "hotpath.nic.prefer_busy_poll=on hotpath.workload.args=-prefer-busy-poll"
 	preferOff  = "hotpath.workload.args=-prefer-busy-poll=false"
 )
 

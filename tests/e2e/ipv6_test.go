@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/image"
+	"github.com/hotpath-dev/hotpath/init/napi"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/inspector"
 	"github.com/hotpath-dev/hotpath/tests/vm"
@@ -24,10 +26,13 @@ import (
 // family, no renewal), the workload answers over both families from
 // outside, no AF_PACKET socket is open after the leases (the inspector
 // reads /proc/net/packet), and an IPv6 flow is received and served on
-// the same CPU (RPS/XPS/IRQ tuning is family-neutral).
+// the same CPU (RPS/XPS/IRQ tuning is family-neutral). Its image also
+// turns step 10's deferral on (TestInspect's runs the defaults), so that
+// the inspector reads the values the kernel took from sysfs itself.
 func TestIPv6DualStack(t *testing.T) {
 	requireE2E(t)
-	disk := buildImage(t, inspectorPkg) // net.ipv6=auto, the default
+	// net.ipv6=auto, the default.
+	disk := buildImageConfig(t, inspectorPkg, []byte(image.DefaultInitConfig+step10Config))
 	const cpus = 2
 	var ra *vm.RouterAdvertiser
 	var d6 *vm.DHCP6Server
@@ -99,6 +104,21 @@ func TestIPv6DualStack(t *testing.T) {
 		}
 	})
 	t.Run("v6-flow", func(t *testing.T) { checkV6Flow(ctx, t, client, v6, cpus) })
+	// Step 10 on, as the report claims it and sysfs holds it (read by the
+	// inspector, over IPv4).
+	t.Run("step10", func(t *testing.T) {
+		var snap inspector.Snapshot
+		if err := getJSON(ctx, client, v4+"/inspect", &snap); err != nil {
+			t.Fatal(err)
+		}
+		truth, err := FactsFromSnapshot(&snap, b.Addr)
+		if err != nil || truth.NIC == nil {
+			t.Fatalf("inspector: no primary NIC: %v", err)
+		}
+		reportErrs(t, CheckStep10(step10Want, b.rep, &snap, truth.NIC.Name))
+		step, _ := b.rep.Step(napi.StepName)
+		t.Logf("%s %s: %v", napi.StepName, step.Status, step.Detail)
+	})
 	t.Run("lease-log", func(t *testing.T) {
 		reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
 		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))

@@ -16,19 +16,21 @@ import (
 // from (Debian's linux-source-6.12, issue 26).
 const DefaultKernelSeries = "6.12"
 
-// step10Config turns step 10 on in an image's init configuration, with
-// the values init/config documents; step10Want is what it asks for.
-const step10Config = "nic.defer_hard_irqs=100\nnic.gro_flush_timeout=50us\n"
+// step10Config turns step 10 on in an image's init configuration, both
+// halves, with the values init/config documents; step10Want is what it
+// asks for.
+const step10Config = "nic.defer_hard_irqs=100\nnic.gro_flush_timeout=50us\nnic.prefer_busy_poll=on\n"
 
-var step10Want = Step10{DeferHardIRQs: 100, GROFlushTimeout: 50000}
+var step10Want = Step10{DeferHardIRQs: 100, GROFlushTimeout: 50000, Prefer: true}
 
 // Step10 is the case study's step 10 as configured for one image: the
 // NIC's NAPI interrupt deferral (nic.defer_hard_irqs,
-// nic.gro_flush_timeout). The workload's half, epoll's preference for busy
-// polling, goes with it (CheckBusyPollLine).
+// nic.gro_flush_timeout), and the workload's half, epoll's preference for
+// busy polling (nic.prefer_busy_poll; CheckBusyPollLine).
 type Step10 struct {
 	DeferHardIRQs   int64
 	GROFlushTimeout int64 // nanoseconds, as sysfs says it
+	Prefer          bool
 }
 
 // On reports whether the image asks for the deferral.
@@ -54,7 +56,11 @@ func Step10FromConfig(cfg map[string]string) (Step10, error) {
 	if err != nil {
 		return s, fmt.Errorf("nic.gro_flush_timeout %q: %w", v, err)
 	}
-	return Step10{DeferHardIRQs: n, GROFlushTimeout: d.Nanoseconds()}, nil
+	v, ok = cfg["nic.prefer_busy_poll"]
+	if !ok || (v != "on" && v != "off") {
+		return s, fmt.Errorf("configuration has no nic.prefer_busy_poll on or off (%q)", v)
+	}
+	return Step10{DeferHardIRQs: n, GROFlushTimeout: d.Nanoseconds(), Prefer: v == "on"}, nil
 }
 
 // CheckStep10 checks step 10's kernel half three ways: the boot report's
@@ -91,6 +97,9 @@ func CheckStep10Report(want Step10, rep *report.Report) []error {
 			case said != v:
 				bad("step %s: the kernel took %s=%d, the image asked for %d", napi.StepName, attr, said, v)
 			}
+		}
+		if said := step.Detail["workload_prefer_busy_poll"]; said != strconv.FormatBool(want.Prefer) {
+			bad("step %s: workload_prefer_busy_poll %q, the image asks for %v", napi.StepName, said, want.Prefer)
 		}
 	}
 	switch {
@@ -139,16 +148,17 @@ func checkStep10Sysfs(want Step10, step report.Step, s *inspector.Snapshot, nic 
 var busyPollLine = regexp.MustCompile(`hotpath: epoll busy polling: (.*)`)
 
 // CheckBusyPollLine checks step 10's workload half on the console of a
-// boot whose workload is the hotpath server: with the deferral on, each
-// worker's epoll instance prefers busy polling (prefer_busy_poll=1 read
-// back from a 6.9+ kernel); with it off, the server asks for nothing and
-// logs no such line.
+// boot whose workload is the hotpath server: with the preference on
+// (and the deferral it needs), each worker's epoll instance prefers busy
+// polling (prefer_busy_poll=1 read back from a 6.9+ kernel); with it off,
+// the server asks for nothing and logs no such line.
 func CheckBusyPollLine(want Step10, console string) []error {
 	m := busyPollLine.FindStringSubmatch(console)
+	on := want.On() && want.Prefer
 	switch {
-	case !want.On() && m != nil:
-		return []error{fmt.Errorf("step 10 is off, but the workload set epoll busy-poll parameters: %s", m[1])}
-	case !want.On():
+	case !on && m != nil:
+		return []error{fmt.Errorf("the preference for busy polling is off, but the workload set epoll busy-poll parameters: %s", m[1])}
+	case !on:
 		return nil
 	case m == nil:
 		return []error{fmt.Errorf("step 10 is on, but the workload logged no epoll busy-poll parameters (no %q line)", "hotpath: epoll busy polling:")}

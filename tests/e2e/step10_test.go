@@ -14,7 +14,7 @@ import (
 func step10Guest() (*report.Report, *inspector.Snapshot, string) {
 	rep := &report.Report{Kernel: "6.12.117-hotpath", Steps: []report.Step{{
 		Name: "nic-napi-defer", Status: report.Applied,
-		Detail: map[string]string{"napi_defer_hard_irqs": "100", "gro_flush_timeout": "50000"},
+		Detail: map[string]string{"napi_defer_hard_irqs": "100", "gro_flush_timeout": "50000", "workload_prefer_busy_poll": "true"},
 	}}}
 	s := &inspector.Snapshot{Release: "6.12.117-hotpath", Files: map[string]string{
 		"/sys/class/net/eth0/napi_defer_hard_irqs": "100\n",
@@ -26,18 +26,20 @@ func step10Guest() (*report.Report, *inspector.Snapshot, string) {
 }
 
 func TestStep10FromConfig(t *testing.T) {
-	s, err := Step10FromConfig(map[string]string{"nic.defer_hard_irqs": "100", "nic.gro_flush_timeout": "50µs"})
-	if err != nil || s != (Step10{100, 50000}) || !s.On() {
+	s, err := Step10FromConfig(map[string]string{"nic.defer_hard_irqs": "100", "nic.gro_flush_timeout": "50µs", "nic.prefer_busy_poll": "on"})
+	if err != nil || s != (Step10{100, 50000, true}) || !s.On() {
 		t.Errorf("Step10FromConfig = %+v, %v", s, err)
 	}
-	if s, err := Step10FromConfig(map[string]string{"nic.defer_hard_irqs": "0", "nic.gro_flush_timeout": "0s"}); err != nil || s.On() {
+	if s, err := Step10FromConfig(map[string]string{"nic.defer_hard_irqs": "0", "nic.gro_flush_timeout": "0s", "nic.prefer_busy_poll": "off"}); err != nil || s.On() {
 		t.Errorf("off: %+v, %v", s, err)
 	}
 	for _, cfg := range []map[string]string{
-		{"nic.gro_flush_timeout": "0s"},
-		{"nic.defer_hard_irqs": "0"},
-		{"nic.defer_hard_irqs": "x", "nic.gro_flush_timeout": "0s"},
-		{"nic.defer_hard_irqs": "0", "nic.gro_flush_timeout": "50"},
+		{"nic.gro_flush_timeout": "0s", "nic.prefer_busy_poll": "off"},
+		{"nic.defer_hard_irqs": "0", "nic.prefer_busy_poll": "off"},
+		{"nic.defer_hard_irqs": "x", "nic.gro_flush_timeout": "0s", "nic.prefer_busy_poll": "off"},
+		{"nic.defer_hard_irqs": "0", "nic.gro_flush_timeout": "50", "nic.prefer_busy_poll": "off"},
+		{"nic.defer_hard_irqs": "0", "nic.gro_flush_timeout": "0s"},
+		{"nic.defer_hard_irqs": "0", "nic.gro_flush_timeout": "0s", "nic.prefer_busy_poll": "yes"},
 	} {
 		if _, err := Step10FromConfig(cfg); err == nil {
 			t.Errorf("Step10FromConfig(%v): no error", cfg)
@@ -46,7 +48,8 @@ func TestStep10FromConfig(t *testing.T) {
 }
 
 func TestCheckStep10(t *testing.T) {
-	on := Step10{DeferHardIRQs: 100, GROFlushTimeout: 50000}
+	on := Step10{DeferHardIRQs: 100, GROFlushTimeout: 50000, Prefer: true}
+	deferOnly := Step10{DeferHardIRQs: 100, GROFlushTimeout: 50000}
 	rep, s, console := step10Guest()
 	for _, err := range append(append(CheckStep10(on, rep, s, "eth0"), CheckBusyPollLine(on, console)...), CheckKernelSeries(rep, s)...) {
 		t.Error(err)
@@ -89,6 +92,12 @@ func TestCheckStep10(t *testing.T) {
 		{"not preferred", on, func(_ *report.Report, _ *inspector.Snapshot, c *string) {
 			*c = strings.Replace(*c, "prefer_busy_poll=1", "prefer_busy_poll=0", 1)
 		}, "did not take prefer_busy_poll=1"},
+		{"deferral alone, preference reported", deferOnly, func(r *report.Report, s *inspector.Snapshot, c *string) {
+			*c = "hotpath: ready: 2 workers\n"
+		}, "workload_prefer_busy_poll \"true\", the image asks for false"},
+		{"deferral alone, preferred", deferOnly, func(r *report.Report, s *inspector.Snapshot, c *string) {
+			r.Steps[0].Detail["workload_prefer_busy_poll"] = "false"
+		}, "the preference for busy polling is off, but the workload set"},
 		{"off but applied", off, func(r *report.Report, s *inspector.Snapshot, c *string) {}, "leaves step 10 off"},
 		{"off but set", off, func(r *report.Report, s *inspector.Snapshot, c *string) {
 			r.Steps[0].Status = report.Skipped
