@@ -50,9 +50,16 @@ type NIC struct {
 	// management port, 60 s and more, while other connections to the same
 	// port were served, as if one queue no longer received; in the last,
 	// ARP went unanswered too), which none of the guests with step 10 off
-	// (five) or with the deferral alone (three) showed; until that is
-	// understood and measured on ENA, an appliance default must not risk
-	// it. Without a busy-polling worker the deferral also makes a packet
+	// (five) or with the deferral alone (three) showed. The cause is the
+	// preference, not the deferral (PreferBusyPoll says why): with the
+	// timer at 2µs, so that it fires during nearly every last poll
+	// (`go run ./tests/benchvm -guests 6.12-defer,6.12-step10
+	// -gro-flush-timeout 2us -runs 3 -d 8s`, 2026-12-02), the guest with
+	// step 10 on stopped answering ARP during the uncounted warm-up run
+	// and every round failed ("no route to host"); the one with the
+	// deferral alone served all three (1,705-2,530 req/s, 0.004-0.058
+	// receive interrupts per request). The deferral stays off by default
+	// too, until measured on ENA. Without a busy-polling worker the deferral also makes a packet
 	// that arrives while its queue is masked wait up to the timeout for
 	// the timer
 	// (napi.rst: the pledge is revoked only after gro_flush_timeout
