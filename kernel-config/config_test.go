@@ -152,6 +152,8 @@ func TestHasValues(t *testing.T) {
 		{"CONFIG_S=\"y\"\n", false},
 		{"CONFIG_B=y\n", false},
 		{"CONFIG_NEW=y\n", false},
+		// A symbol skipped (not set, and absent) goes on to the next.
+		{"# CONFIG_ABSENT is not set\nCONFIG_A=m\n", false},
 	} {
 		want, _ := ParseConfig(strings.NewReader(tc.want))
 		if got := hasValues(have, want); got != tc.ok {
@@ -204,6 +206,13 @@ func TestSameVisibility(t *testing.T) {
 		{"CONFIG_A=y\nCONFIG_CMDLINE=\"y\"\nCONFIG_INITRAMFS_SOURCE=\"/b/i.cpio\"\n", true},
 		{"CONFIG_A=m\nCONFIG_CMDLINE=\"y\"\nCONFIG_INITRAMFS_SOURCE=\"/b/i.cpio\"\n", false},
 		{"CONFIG_A=y\nCONFIG_CMDLINE=\"y\"\nCONFIG_INITRAMFS_SOURCE=\"\"\n", false},
+		// Not set and absent is the same; a new symbol is not.
+		{"# CONFIG_ABSENT is not set\nCONFIG_A=y\nCONFIG_INITRAMFS_SOURCE=\"/b/i.cpio\"\n", true},
+		{"CONFIG_A=y\nCONFIG_NEW=y\nCONFIG_INITRAMFS_SOURCE=\"/b/i.cpio\"\n", false},
+		// A skipped symbol (per-image, or not set and absent) goes on to
+		// the next, which differs.
+		{"CONFIG_CMDLINE=\"y\"\nCONFIG_A=m\nCONFIG_INITRAMFS_SOURCE=\"/b/i.cpio\"\n", false},
+		{"# CONFIG_ABSENT is not set\nCONFIG_A=m\nCONFIG_INITRAMFS_SOURCE=\"/b/i.cpio\"\n", false},
 	} {
 		want, _ := ParseConfig(strings.NewReader(tc.want))
 		if got := sameVisibility(have, want, image); got != tc.ok {
