@@ -175,3 +175,49 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// The summary's text, exactly, for a small set: the counts per fragment
+// in their first-seen order, absent lines apart, the policy's lines
+// sorted (off) or in order (on), and the absent symbols sorted.
+func TestSummaryText(t *testing.T) {
+	r := func(frag, sym, val string) Requirement { return Requirement{Symbol: sym, Value: val, Fragment: frag} }
+	gone := r("policy.config", "RETPOLINE", NotSet)
+	gone2 := r("policy.config", "PAGE_TABLE_ISOLATION", NotSet)
+	reqs := []Requirement{
+		r("base.config", "NET", "y"),
+		r("policy.config", "SECCOMP", NotSet),
+		gone,
+		r("policy.config", "AUDIT", NotSet),
+		r("policy.config", "CMDLINE", `"x"`),
+		r("base.config", "MODULES", NotSet),
+		gone2,
+		r("arm64/policy.config", "HZ", "100"),
+	}
+	got := Summary(reqs, []Absent{{Requirement: gone}, {Requirement: gone2}})
+	want := "policy verified: 6 requested options hold in the final .config (2 more name symbols this tree does not define; not counted)\n" +
+		"  base.config      2 options hold (1 on/with value, 1 off)\n" +
+		"  policy.config    3 options hold (1 on/with value, 2 off); 2 lines name symbols this tree lacks\n" +
+		"  arm64/policy.config   1 options hold (1 on/with value, 0 off)\n" +
+		"  policy off: AUDIT SECCOMP\n" +
+		"  policy on:  CMDLINE=\"x\" HZ=100\n" +
+		"  not in this tree (other trees', see fragments/other-trees.txt): PAGE_TABLE_ISOLATION RETPOLINE\n"
+	if got != want {
+		t.Errorf("Summary:\n%s\nwant:\n%s", got, want)
+	}
+	if got := Summary([]Requirement{r("base.config", "NET", "y")}, nil); got != "policy verified: 1 requested options hold in the final .config\n  base.config      1 options hold (1 on/with value, 0 off)\n" {
+		t.Errorf("Summary without policy or absent lines:\n%q", got)
+	}
+}
+
+func TestPolicyErrorText(t *testing.T) {
+	v := Violation{Requirement: Requirement{Symbol: "AUDIT", Value: NotSet, Fragment: "policy.config", Line: 3}, Kind: Forbidden, Got: "y"}
+	e := &PolicyError{Violations: []Violation{v, v}, Config: "/b/.config"}
+	want := "kernel config: 2 requested option(s) did not stick (in /b/.config):\n  " + v.Error() + "\n  " + v.Error() +
+		"\nfix the fragment (enable what the option depends on, or drop the option)"
+	if e.Error() != want {
+		t.Errorf("PolicyError:\n%s\nwant:\n%s", e.Error(), want)
+	}
+	if e.Config = ""; strings.Contains(e.Error(), "(in ") {
+		t.Errorf("no .config, yet: %s", e.Error())
+	}
+}
