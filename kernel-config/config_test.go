@@ -220,3 +220,16 @@ func TestSameVisibility(t *testing.T) {
 		}
 	}
 }
+
+// Unquote's edges: a value it must leave alone, escapes, and a trailing
+// backslash (Quote never writes one, a hand-edited .config may).
+func TestUnquoteEdges(t *testing.T) {
+	for in, want := range map[string]string{
+		`"`: `"`, `"a`: `"a`, `a"`: `a"`, `""`: ``, `y`: `y`,
+		`"a\"b"`: `a"b`, `"\\"`: `\`, `"a\"`: `a\`, `"a\\\"b"`: `a\"b`,
+	} {
+		if got := Unquote(in); got != want {
+			t.Errorf("Unquote(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -84,3 +84,16 @@ func TestCheckDefinedOnlyOff(t *testing.T) {
 		t.Errorf("Check: %v, want both missing", vs)
 	}
 }
+
+// A value requirement on an undefined symbol does not end the pass: the
+// "off" requirement after it is still sorted out.
+func TestCheckDefinedGoesOn(t *testing.T) {
+	reqs := []Requirement{
+		{Symbol: "GONE", Value: "y", Fragment: "base.config"},
+		{Symbol: "TYPO_NOT_ANYWHERE", Value: NotSet, Fragment: "policy.config"},
+	}
+	absent, vs := CheckDefined(reqs, func(string) bool { return false }, map[string]string{})
+	if len(absent) != 0 || len(vs) != 1 || vs[0].Symbol != "TYPO_NOT_ANYWHERE" || vs[0].Kind != Unknown {
+		t.Errorf("absent %v, violations %v; want one Unknown for TYPO_NOT_ANYWHERE", absent, vs)
+	}
+}
