@@ -101,9 +101,12 @@ func TestRequirementsOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An override (NR_CPUS is base.config's) and, after it, what the base
+	// does not name: the merge goes on past an override.
 	user := &Fragment{Name: "user.config", Requirements: []Requirement{
-		{Symbol: "HZ_1000", Value: "y", Fragment: "user.config", Line: 1},
-		{Symbol: "NR_CPUS", Value: "64", Fragment: "user.config", Line: 2},
+		{Symbol: "NR_CPUS", Value: "64", Fragment: "user.config", Line: 1},
+		{Symbol: "HZ_1000", Value: "y", Fragment: "user.config", Line: 2},
+		{Symbol: "HOTPATH_TEST_ONLY", Value: "y", Fragment: "user.config", Line: 3},
 	}}
 	reqs, err := Requirements(append(frags, user))
 	if err != nil {
@@ -115,6 +118,9 @@ func TestRequirementsOverride(t *testing.T) {
 	}
 	if v, _ := got.Get("HZ_1000"); v != "y" {
 		t.Errorf("HZ_1000=%s", v)
+	}
+	if v, _ := got.Get("HOTPATH_TEST_ONLY"); v != "y" {
+		t.Errorf("the requirement after an override was lost: HOTPATH_TEST_ONLY=%q", v)
 	}
 	evil := &Fragment{Name: "user.config", Requirements: []Requirement{{Symbol: "AUDIT", Value: "y", Fragment: "user.config", Line: 3}}}
 	_, err = Requirements(append(frags, evil))
