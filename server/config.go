@@ -178,10 +178,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.Port = p
 	}
-	// HOTPATH_PREFER_BUSY_POLL=1: the init set the NIC's NAPI interrupt
-	// deferral, the half of preferred busy polling (step 10) that the
-	// epoll instances complete (init/napi.WorkloadEnv); -prefer-busy-poll
-	// overrides it.
+	// HOTPATH_PREFER_BUSY_POLL=1: the image asks for step 10's workload
+	// half (nic.prefer_busy_poll=on), and the init set the NIC's NAPI
+	// interrupt deferral that the epoll instances' preference completes
+	// (init/napi.WorkloadEnv); -prefer-busy-poll overrides it.
 	if v := getenv("HOTPATH_PREFER_BUSY_POLL"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -111,7 +111,15 @@ func TestIPv6DualStack(t *testing.T) {
 		if err := getJSON(ctx, client, v4+"/inspect", &snap); err != nil {
 			t.Fatal(err)
 		}
-		truth, err := FactsFromSnapshot(&snap, b.Addr)
+		// The leased address (b.Addr, from the test's DHCP server) with
+		// the prefix length the guest holds it under.
+		cidr := b.Addr
+		for _, a := range snap.Addrs {
+			if strings.HasPrefix(a.CIDR, b.Addr+"/") {
+				cidr = a.CIDR
+			}
+		}
+		truth, err := FactsFromSnapshot(&snap, cidr)
 		if err != nil || truth.NIC == nil {
 			t.Fatalf("inspector: no primary NIC: %v", err)
 		}
