@@ -1,8 +1,6 @@
 package kernelconfig
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -75,11 +73,10 @@ func TestPrepare(t *testing.T) {
 	if err := os.WriteFile(initrd, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(data)
 	o := Options{CacheDir: dir, Initramfs: initrd, Cmdline: "hotpath.workload.port=80"}
 	got, err := o.prepare()
-	if err != nil || got != hex.EncodeToString(sum[:]) {
-		t.Errorf("prepare = %q, %v; want the initramfs's sha256 %x", got, err, sum)
+	if sum := sha256Hex(data); err != nil || got != sum {
+		t.Errorf("prepare = %q, %v; want the initramfs's sha256 %s", got, err, sum)
 	}
 	if got, err := (&Options{CacheDir: dir}).prepare(); err != nil || got != "" {
 		t.Errorf("no initramfs: %q, %v", got, err)

@@ -111,15 +111,11 @@ func TestIPv6DualStack(t *testing.T) {
 		if err := getJSON(ctx, client, v4+"/inspect", &snap); err != nil {
 			t.Fatal(err)
 		}
-		// The leased address (b.Addr, from the test's DHCP server) with
-		// the prefix length the guest holds it under.
-		cidr := b.Addr
-		for _, a := range snap.Addrs {
-			if strings.HasPrefix(a.CIDR, b.Addr+"/") {
-				cidr = a.CIDR
-			}
-		}
-		truth, err := FactsFromSnapshot(&snap, cidr)
+		// The address as the test's DHCP server leased it (TestInspect's
+		// Expectation.Addr).
+		dc := b.DHCP.Config()
+		ones, _ := dc.Mask.Size()
+		truth, err := FactsFromSnapshot(&snap, fmt.Sprintf("%s/%d", dc.ClientIP, ones))
 		if err != nil || truth.NIC == nil {
 			t.Fatalf("inspector: no primary NIC: %v", err)
 		}
