@@ -199,7 +199,14 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 // call runs a handler; a panic is answered 500 and closes the connection
 // instead of taking the whole worker down.
 func (w *worker) call(h Handler, c *Ctx) {
+	// recover is called only when h did not return: on the normal path
+	// it was a runtime call per request (gorecover and the closure, 28
+	// instructions) to learn that nothing panicked.
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
 		if p := recover(); p != nil {
 			c.status = 500
 			c.nheaders = 0
@@ -210,6 +217,7 @@ func (w *worker) call(h Handler, c *Ctx) {
 		}
 	}()
 	h(c)
+	returned = true
 }
 
 func (w *worker) logPanic(p any) {
@@ -234,8 +242,23 @@ func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
 	// 1xx, 204 and 304 responses carry neither a body nor its length.
 	hasBody := c.status >= 200 && c.status != 204 && c.status != 304
 	switch {
+	case c.status == 200 && c.contentType == jsonType && c.nheaders == 0 && !c.closeConn && c.req.Minor == 1:
+		// The most common head, whole, in one append (see headJSON): it
+		// saves the length's formatting and three appends, about 80 of
+		// 1,800 instructions a pipelined /json request (cachegrind).
+		if len(w.body) != w.headJSONLen {
+			w.headJSON = append(w.headJSON[:0], w.head200JSON...)
+			w.headJSON = strconv.AppendInt(w.headJSON, int64(len(w.body)), 10)
+			w.headJSON = append(w.headJSON, "\r\n\r\n"...)
+			w.headJSONLen = len(w.body)
+		}
+		out = append(out, w.headJSON...)
+		if !head {
+			out = append(out, w.body...)
+		}
+		return out
 	case c.status == 200 && c.contentType == jsonType:
-		// The most common head, up to the length, in one append.
+		// The head up to the length, in one append.
 		out = append(out, w.head200JSON...)
 		out = strconv.AppendInt(out, int64(len(w.body)), 10)
 		out = append(out, "\r\n"...)

@@ -130,6 +130,7 @@ func (w *worker) tick() {
 		w.head200 = append(w.head200, w.date...)
 		w.head200JSON = append(w.head200JSON[:0], w.head200...)
 		w.head200JSON = append(w.head200JSON, "Content-Type: "+jsonType+"\r\nContent-Length: "...)
+		w.headJSONLen = -1
 	}
 }
 

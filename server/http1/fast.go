@@ -1,6 +1,9 @@
 package http1
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // The fast paths: the request line and the header lines of the requests
 // almost every client sends, parsed in one pass over their bytes.
@@ -52,10 +55,19 @@ var class = func() (t [256]uint8) {
 }()
 
 // run returns the length of the longest prefix of b whose bytes are all
-// of class cl. An index loop: reslicing b each step costs twice the
-// instructions (cachegrind).
+// of class cl: four bytes a step while all four are, then one at a time.
+// Each step slices its four bytes first, which leaves one bounds check
+// (an index loop otherwise checks every byte twice; reslicing b each step
+// costs twice the instructions, cachegrind).
 func run(b []byte, cl uint8) int {
 	i := 0
+	for i+4 <= len(b) {
+		w := b[i : i+4 : i+4]
+		if class[w[0]]&class[w[1]]&class[w[2]]&class[w[3]]&cl == 0 {
+			break
+		}
+		i += 4
+	}
 	for i < len(b) && class[b[i]]&cl != 0 {
 		i++
 	}
@@ -68,9 +80,14 @@ func run(b []byte, cl uint8) int {
 // returns where the header fields begin. ok is false for any other line,
 // complete or not: readRequestLine decides it.
 func (r *Request) fastRequestLine(b []byte, start, maxEnd int) (p int, ok bool) {
-	i := start + run(b[start:], clTchar)
-	if i == start || i >= len(b) || b[i] != ' ' {
-		return 0, false
+	var i int
+	if start+4 <= len(b) && load32(b, start) == methodGET {
+		i = start + 3 // one compare instead of a run over "GET "
+	} else {
+		i = start + run(b[start:], clTchar)
+		if i == start || i >= len(b) || b[i] != ' ' {
+			return 0, false
+		}
 	}
 	method := b[start:i]
 	t := i + 1
@@ -108,39 +125,85 @@ func (r *Request) fastRequestLine(b []byte, start, maxEnd int) (p int, ok bool) 
 	return end, true
 }
 
-// fastField parses the header line at b[p], name ":" OWS value CRLF with
-// no tab and no trailing tab in it, or the empty line that ends the block
-// (done), appends the field to r.Headers and returns where the next line
-// begins. ok is false for any other line, complete or not, and when
-// r.Headers is full: readField decides it.
-func (r *Request) fastField(b []byte, p, maxEnd int) (next int, done, ok bool) {
-	if p+1 < len(b) && b[p] == '\r' && b[p+1] == '\n' && p+2 <= maxEnd {
-		return p + 2, true, true
+// fastFields parses the header lines from b[p], name ":" OWS value CRLF
+// with no tab in them, and takes each in (field), up to and including the
+// empty line that ends the block (done), and returns where the body
+// begins. At the first line it does not take (a tab, a line not there in
+// full or beyond maxEnd, every error, a full r.Headers) it stops and
+// returns that line's start with done false: r and f then hold exactly
+// the lines before it, and readFields decides the rest. One call per
+// request rather than one per line, and each line's bytes looked at once.
+func (r *Request) fastFields(b []byte, p, maxEnd int, f *fieldState) (next int, done bool) {
+	if maxEnd < len(b) {
+		b = b[:maxEnd] // a line that does not end within the limit is not taken
 	}
-	colon := p + run(b[p:], clTchar)
-	if colon == p || colon >= len(b) || b[colon] != ':' || r.NumHeaders == MaxHeaders {
-		return 0, false, false
+	for {
+		if p+1 >= len(b) {
+			return p, false
+		}
+		if b[p] == '\r' {
+			if b[p+1] == '\n' {
+				return p + 2, true
+			}
+			return p, false
+		}
+		colon := p + run(b[p:], clTchar)
+		if colon == p || colon >= len(b) || b[colon] != ':' || r.NumHeaders == MaxHeaders {
+			return p, false
+		}
+		vs := colon + 1
+		for vs < len(b) && b[vs] == ' ' {
+			vs++
+		}
+		i := vs + valueRun(b[vs:])
+		if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
+			return p, false
+		}
+		ve := i
+		for ve > vs && b[ve-1] == ' ' {
+			ve--
+		}
+		name, value := b[p:colon], b[vs:ve]
+		r.Headers[r.NumHeaders] = Header{Name: name, Value: value}
+		r.NumHeaders++
+		if err := r.field(name, value, f); err != nil {
+			// field changes nothing when it refuses a line: take the
+			// line back out, and readField refuses it again.
+			r.NumHeaders--
+			return p, false
+		}
+		p = i + 2
 	}
-	vs := colon + 1
-	for vs < len(b) && b[vs] == ' ' {
-		vs++
-	}
-	i := vs + valueRun(b[vs:])
-	if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' || i+2 > maxEnd {
-		return 0, false, false
-	}
-	ve := i
-	for ve > vs && b[ve-1] == ' ' {
-		ve--
-	}
-	r.Headers[r.NumHeaders] = Header{Name: b[p:colon], Value: b[vs:ve]}
-	r.NumHeaders++
-	return i + 2, false, true
 }
 
-// valueRun is run(b, clValue), eight bytes a step first while no byte of
-// the word is below 0x20 or 0x7f (fieldWords; a tab stops it too).
+// valueRun returns the length of the longest prefix of b with no byte
+// below 0x20 (a tab among them) and none equal to 0x7f: the bytes of a
+// field value but HTAB. Eight bytes a step: the first word that holds such
+// a byte gives its position, since the word-wise test flags the lowest
+// one exactly; only a tail of under eight bytes goes byte by byte. The
+// byte loop after whole words it replaces cost 141 instructions on a
+// 15-byte Host value (cachegrind).
 func valueRun(b []byte) int {
-	n := fieldWords(b)
-	return n + run(b[n:], clValue)
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		d := x ^ ones*0x7f
+		if m := ((x-ones*0x20)&^x | (d-ones)&^d) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(b) && class[b[i]]&clValue != 0 {
+		i++
+	}
+	return i
 }
+
+// methodGET is "GET " read as a little-endian word (load32).
+const methodGET = uint32('G') | uint32('E')<<8 | uint32('T')<<16 | uint32(' ')<<24
+
+// load32 and load64 read b[i:] as a little-endian word (one load each).
+func load32(b []byte, i int) uint32 { return binary.LittleEndian.Uint32(b[i:]) }
+
+func load64(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }

@@ -109,17 +109,81 @@ func TestFastPathTaken(t *testing.T) {
 	if !ok || string(b[p-2:p]) != "\r\n" || string(r.Path) != "/json" || string(r.Query) != "x=1" || r.Minor != 1 {
 		t.Fatalf("request line: ok=%v p=%d path %q query %q minor %d", ok, p, r.Path, r.Query, r.Minor)
 	}
-	for range 3 {
-		next, done, ok := r.fastField(b, p, len(b))
-		if !ok || done {
-			t.Fatalf("field at %d (%q): ok=%v done=%v", p, b[p:], ok, done)
-		}
-		p = next
+	var f fieldState
+	end, done := r.fastFields(b, p, len(b), &f)
+	if !done || end != len(b) {
+		t.Fatalf("fields from %d: done=%v end=%d of %d", p, done, end, len(b))
 	}
-	if _, done, ok := r.fastField(b, p, len(b)); !ok || !done {
-		t.Fatalf("empty line at %d: ok=%v done=%v", p, ok, done)
+	if string(r.Host) != "127.0.0.1:8080" {
+		t.Fatalf("Host %q: field not taken in", r.Host)
 	}
 	if r.NumHeaders != 3 || string(r.Headers[1].Value) != "wrk/4.2 (a longer value)" {
 		t.Fatalf("headers %d, second %q", r.NumHeaders, r.Headers[1].Value)
+	}
+}
+
+// TestFastFieldsStop checks where fastFields gives a block to readField:
+// at the start of the first line it does not take, with r and the field
+// state holding exactly the lines before it (a line field refuses is taken
+// back out, so that readField refuses it once, from the same state).
+func TestFastFieldsStop(t *testing.T) {
+	for _, tt := range []struct {
+		name, block string
+		maxEnd      int // 0: the whole block
+		stop        string
+		headers     int
+		host        string
+	}{
+		{"tab", "Host: a\r\nX: a\tb\r\n\r\n", 0, "X: a\tb", 1, "a"},
+		{"duplicate Host", "Host: a\r\nhost: b\r\n\r\n", 0, "host: b", 1, "a"},
+		{"bad Host first", "HOST: a b\r\n\r\n", 0, "HOST: a b", 0, ""},
+		{"bad Content-Length", "Host: a\r\nContent-Length: 1x\r\n\r\n", 0, "Content-Length", 1, "a"},
+		{"incomplete", "Host: a\r\nX: b", 0, "X: b", 1, "a"},
+		{"no LF", "Host: a\r\nX: b\r", 0, "X: b\r", 1, "a"},
+		{"beyond maxEnd", "Host: a\r\nX: bbbbbbbbbbbb\r\n\r\n", 20, "X: bbb", 1, "a"},
+		{"folded", "Host: a\r\n b\r\n\r\n", 0, " b", 1, "a"},
+		{"control byte", "Host: a\r\nX: \x01\r\n\r\n", 0, "X: \x01", 1, "a"},
+		{"DEL late in a long value", "Host: a\r\nX: 0123456789abcdef\x7f\r\n\r\n", 0, "X: 0123", 1, "a"},
+	} {
+		b := []byte(tt.block)
+		maxEnd := len(b)
+		if tt.maxEnd > 0 {
+			maxEnd = tt.maxEnd
+		}
+		var r Request
+		r.reset()
+		var f fieldState
+		p, done := r.fastFields(b, 0, maxEnd, &f)
+		if done || !bytes.HasPrefix(b[p:], []byte(tt.stop)) {
+			t.Errorf("%s: stopped at %q (done %v), want at %q", tt.name, b[p:], done, tt.stop)
+			continue
+		}
+		if r.NumHeaders != tt.headers || string(r.Host) != tt.host || r.ContentLength != -1 {
+			t.Errorf("%s: %d headers, Host %q, Content-Length %d; want %d, %q, -1", tt.name, r.NumHeaders, r.Host, r.ContentLength, tt.headers, tt.host)
+		}
+	}
+}
+
+// TestKnownHost compares Host values of every length up to 20 with the
+// one remembered, equal and differing in each single byte (the words of
+// an 8- to 16-byte value overlap: every byte must still count).
+func TestKnownHost(t *testing.T) {
+	for n := range 21 {
+		v := []byte("abcdefghijklmnopqrstu"[:n])
+		var r Request
+		r.validHostLen = copy(r.validHost[:], v)
+		if !r.knownHost(v) {
+			t.Errorf("%q: not known after it was remembered", v)
+		}
+		if r.knownHost(append(bytes.Clone(v), 'x')) || (n > 0 && r.knownHost(v[:n-1])) {
+			t.Errorf("%q: a value one byte longer or shorter is known", v)
+		}
+		for i := range n {
+			w := bytes.Clone(v)
+			w[i] ^= 0x20
+			if r.knownHost(w) {
+				t.Errorf("%q known as %q (byte %d differs)", w, v, i)
+			}
+		}
 	}
 }

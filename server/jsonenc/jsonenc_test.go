@@ -1,6 +1,7 @@
 package jsonenc
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -176,6 +177,11 @@ func FuzzStringMatchesStdlib(f *testing.F) {
 		if got, want := string(appendString(nil, []byte(s))), stdString(t, s); got != want {
 			t.Fatalf("appendString([]byte %q) = %s, want %s", s, got, want)
 		}
+		// After other bytes, with room in dst.
+		room := make([]byte, 1, len(s)+8)
+		if got, want := string(AppendString(room, s)[1:]), stdString(t, s); got != want {
+			t.Fatalf("AppendString(dst with room, %q) = %s, want %s", s, got, want)
+		}
 	})
 }
 
@@ -232,4 +238,71 @@ func ExampleEncoder() {
 	e.EndObject()
 	fmt.Println(string(e.Bytes()), e.Err())
 	// Output: {"name":"Ada \u003cadmin\u003e","roles":["ops","dev"]} <nil>
+}
+
+// TestAllPlainEveryByte puts every byte value at every position of
+// strings of 0 to 17 bytes (the byte loop, the two halves of one word,
+// whole words and the overlapping last word) and compares allPlain with
+// the table.
+func TestAllPlainEveryByte(t *testing.T) {
+	for n := range 18 {
+		base := make([]byte, n)
+		for i := range base {
+			base[i] = 'a' + byte(i)
+		}
+		if !allPlain(base) || !allPlain(string(base)) {
+			t.Fatalf("allPlain(%q) = false", base)
+		}
+		for pos := range n {
+			for c := range 256 {
+				s := bytes.Clone(base)
+				s[pos] = byte(c)
+				if got, want := allPlain(s), plain[c]; got != want {
+					t.Fatalf("allPlain(%q) = %v, want %v (byte %#x at %d of %d)", s, got, want, c, pos, n)
+				}
+				if got := allPlain(string(s)); got != plain[c] {
+					t.Fatalf("allPlain(string %q) = %v, want %v", s, got, plain[c])
+				}
+			}
+		}
+	}
+}
+
+// TestNameMatchesKey: an object written with Names is byte for byte the
+// one written with Key, escapes and commas included, and misused Names
+// are refused like misused keys.
+func TestNameMatchesKey(t *testing.T) {
+	keys := []string{"message", "a<b>", `q"uote`, "caf\u00e9", ""}
+	withKey, withName := NewEncoder(nil), NewEncoder(nil)
+	withKey.BeginObject()
+	withName.BeginObject()
+	for i, k := range keys {
+		withKey.Key(k)
+		withKey.Int(int64(i))
+		withName.Name(NewName(k))
+		withName.Int(int64(i))
+	}
+	withKey.EndObject()
+	withName.EndObject()
+	if got, want := string(withName.Bytes()), string(withKey.Bytes()); got != want {
+		t.Errorf("with Name: %s\nwith Key:  %s", got, want)
+	}
+	if err := withName.Err(); err != nil {
+		t.Errorf("Err() = %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		f    func(e *Encoder)
+	}{
+		{"outside object", func(e *Encoder) { e.Name(NewName("a")) }},
+		{"in array", func(e *Encoder) { e.BeginArray(); e.Name(NewName("a")) }},
+		{"after a name", func(e *Encoder) { e.BeginObject(); e.Name(NewName("a")); e.Name(NewName("b")) }},
+		{"zero Name", func(e *Encoder) { e.BeginObject(); e.Name(Name{}); e.Int(1); e.EndObject() }},
+	} {
+		var e Encoder
+		tt.f(&e)
+		if e.Err() != ErrMisuse {
+			t.Errorf("%s: Err() = %v, want ErrMisuse", tt.name, e.Err())
+		}
+	}
 }

@@ -26,12 +26,16 @@ type message struct {
 	Message string `json:"message"`
 }
 
+// nameMessage is the member name, encoded once: the name is the type's,
+// the same in every value; the value is encoded afresh per request.
+var nameMessage = jsonenc.NewName("message")
+
 // AppendJSON encodes m with a value receiver, so server.WriteJSON keeps m
 // on the stack.
 func (m message) AppendJSON(dst []byte) []byte {
 	e := jsonenc.NewEncoder(dst)
 	e.BeginObject()
-	e.Key("message")
+	e.Name(nameMessage)
 	e.String(m.Message)
 	e.EndObject()
 	return e.Bytes()
