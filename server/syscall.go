@@ -1,6 +1,7 @@
 package server
 
 import (
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -10,17 +11,22 @@ import (
 // sockets never block, so they skip the runtime's entersyscall/exitsyscall
 // bookkeeping (RawSyscall6), and pass no address arguments, so unlike
 // unix.Recvfrom/unix.Accept4 they allocate nothing.
+//
+// They call package syscall's RawSyscall6 itself: x/sys/unix's is an
+// assembly jump to it through the ABI0 calling convention, whose wrapper
+// (moving seven arguments from the stack to registers) was 20 of the ~60
+// user-space instructions each call cost (cachegrind).
 
 func recvRaw(fd int, p []byte) (int, unix.Errno) {
 	if len(p) == 0 {
 		return 0, unix.ENOBUFS
 	}
-	n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
+	n, _, e := syscall.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
 	return int(n), e
 }
 
 func sendRaw(fd int, p []byte) (int, unix.Errno) {
-	n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_NOSIGNAL, 0, 0)
+	n, _, e := syscall.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_NOSIGNAL, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -28,14 +34,14 @@ func sendRaw(fd int, p []byte) (int, unix.Errno) {
 }
 
 func accept4(lfd int) (int, unix.Errno) {
-	fd, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	fd, _, e := syscall.RawSyscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 	return int(fd), e
 }
 
 // epollWaitRaw is epoll_wait without the Go scheduler; epollWait with it
 // (see worker.wait for which one is used when).
 func epollWaitRaw(epfd int, events []unix.EpollEvent, timeout int) (int, unix.Errno) {
-	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(timeout), 0, 0)
+	n, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(timeout), 0, 0)
 	return int(n), e
 }
 
