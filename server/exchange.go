@@ -118,7 +118,10 @@ func (w *worker) respond(c *conn) []byte {
 		w.requests.Add(uint64(served))
 	}
 	// Keep the unparsed tail at the start of the buffer.
-	if p > 0 {
+	switch {
+	case p == len(c.in):
+		c.in = c.in[:0] // all of it: no call to memmove for nothing
+	case p > 0:
 		c.in = c.in[:copy(c.in, c.in[p:])]
 	}
 	// A buffer grown for a large body goes back to the default size once

@@ -213,15 +213,24 @@ func parse(b []byte, r *Request, lim Limits, st *ChunkedState, fast bool) (int, 
 		}
 	}
 	var f fieldState
-	p, err := r.readFields(b, p, maxEnd, &f, fast)
-	if err != nil {
-		return 0, err
+	done := false
+	if fast {
+		p, done = r.fastFields(b, p, maxEnd, &f)
+	}
+	if !done {
+		var err error
+		if p, err = r.readFields(b, p, maxEnd, &f); err != nil {
+			return 0, err
+		}
 	}
 	r.HeaderLen = p
 	if r.Minor == 1 && r.Host == nil {
 		return 0, ErrMissingHost
 	}
 	r.KeepAlive = !f.closeToken && (r.Minor == 1 || r.KeepAliveToken)
+	if f.te == nil && r.ContentLength <= 0 {
+		return p, nil // no body: what framing and readBody would decide
+	}
 	if err := r.framing(f.te); err != nil {
 		return 0, err
 	}
@@ -274,16 +283,10 @@ type fieldState struct {
 
 // readFields parses the header fields from b[p] up to and including the
 // empty line, which must end before maxEnd, and returns where the body
-// begins. fastFields takes the lines first; from the first one it does
-// not take (a tab in a value, a line not there in full, every error),
-// readField decides them.
-func (r *Request) readFields(b []byte, p, maxEnd int, f *fieldState, fast bool) (int, error) {
-	if fast {
-		var done bool
-		if p, done = r.fastFields(b, p, maxEnd, f); done {
-			return p, nil
-		}
-	}
+// begins. parse has fastFields take the lines first; from the first one
+// it does not take (a tab in a value, a line not there in full, every
+// error), readFields decides them.
+func (r *Request) readFields(b []byte, p, maxEnd int, f *fieldState) (int, error) {
 	for {
 		next, done, err := r.readField(b, p, maxEnd)
 		if err != nil {
