@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -35,30 +34,16 @@ func (v sized) AppendJSON(dst []byte) []byte {
 // rounds. Every response is read by net/http: its Content-Length must be
 // its body's, its Date the clock's, its other headers its own.
 func TestJSONHeadCache(t *testing.T) {
-	cfg := DefaultConfig()
-	cpus, err := affinityCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr, cfg.Port, cfg.CPUs, cfg.Log = "127.0.0.1", 0, cpus[:1], io.Discard
-	s := New(cfg)
 	var step atomic.Int64
-	s.wallClock = func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
-	s.Handle("", "/len", func(c *Ctx) {
-		n, _ := strconv.Atoi(string(c.Query()))
-		WriteJSON(c, sized{strings.Repeat("x", n)})
-		if c.Header("X-Add") != nil {
-			c.AddHeader("X-Added", "yes")
-		}
+	s := startSteppedClock(t, &step, nil, func(s *Server) {
+		s.Handle("", "/len", func(c *Ctx) {
+			n, _ := strconv.Atoi(string(c.Query()))
+			WriteJSON(c, sized{strings.Repeat("x", n)})
+			if c.Header("X-Add") != nil {
+				c.AddHeader("X-Added", "yes")
+			}
+		})
 	})
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
 	addr := "127.0.0.1:" + strconv.Itoa(s.Port())
 
 	type req struct {

@@ -81,25 +81,12 @@ func TestCloseIdempotent(t *testing.T) {
 // timeouts (2 s idle here) must not: a keep-alive connection stays open
 // and keeps being served.
 func TestTimeoutsIgnoreWallClock(t *testing.T) {
-	cfg := DefaultConfig()
-	cpus, err := affinityCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr, cfg.Port, cfg.CPUs, cfg.Log = "127.0.0.1", 0, cpus[:1], io.Discard
-	cfg.IdleTimeout, cfg.HeaderTimeout = 2*time.Second, 2*time.Second
-	s := New(cfg)
 	var step atomic.Int64
-	s.wallClock = func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
-	s.Handle("GET", "/json", func(c *Ctx) { c.Text("x") })
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
+	s := startSteppedClock(t, &step, func(cfg *Config) {
+		cfg.IdleTimeout, cfg.HeaderTimeout = 2*time.Second, 2*time.Second
+	}, func(s *Server) {
+		s.Handle("GET", "/json", func(c *Ctx) { c.Text("x") })
+	})
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.Port()))
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +111,35 @@ func TestTimeoutsIgnoreWallClock(t *testing.T) {
 			t.Errorf("wall clock stepped by %v: Date %v is %v off it", d, date, off)
 		}
 	}
+}
+
+// startSteppedClock starts a one-worker server on loopback whose Date
+// header follows the wall clock moved by step, with mod applied to its
+// configuration and handle registering its handlers; it is shut down when
+// the test ends.
+func startSteppedClock(t *testing.T, step *atomic.Int64, mod func(*Config), handle func(*Server)) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cpus, err := affinityCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr, cfg.Port, cfg.CPUs, cfg.Log = "127.0.0.1", 0, cpus[:1], io.Discard
+	if mod != nil {
+		mod(&cfg)
+	}
+	s := New(cfg)
+	s.wallClock = func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
+	handle(s)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return s
 }
 
 // TestDrainAcceptBounded: the drain accepts what waits in the listen
