@@ -95,6 +95,7 @@ type worker struct {
 	date              []byte // "Date: ...\r\n", re-rendered when the second changes
 	head200           []byte // status line, Server and Date of a 200, with date
 	head200JSON       []byte // head200, the JSON Content-Type and "Content-Length: "
+	route             *route // the route of the last request: pipelines repeat one path
 	// headJSON is the whole head of the commonest response: a 200 from
 	// WriteJSON with no added header, to an HTTP/1.1 request that keeps
 	// the connection, for a body of headJSONLen bytes (-1: none rendered
@@ -102,7 +103,6 @@ type worker struct {
 	// or a few, so the head is rendered once per length and second.
 	headJSON    []byte
 	headJSONLen int
-	route             *route // the route of the last request: pipelines repeat one path
 
 	requests atomic.Uint64
 	_        [64]byte // keep other workers' data off this cache line

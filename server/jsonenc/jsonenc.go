@@ -315,7 +315,7 @@ func plainWord(x uint64) bool {
 	bs := x ^ ones*'\\'
 	angle := (x | ones*0x02) ^ ones*'>'
 	quote := (x | ones*0x04) ^ ones*'&'
-	zero := (bs - ones) &^ bs | (angle - ones) &^ angle | (quote - ones) &^ quote
+	zero := (bs-ones)&^bs | (angle-ones)&^angle | (quote-ones)&^quote
 	return (below|zero|x)&highs == 0
 }
 
