@@ -217,3 +217,28 @@ func TestDrainAnswersQueue(t *testing.T) {
 		t.Errorf("Shutdown: %v", err)
 	}
 }
+
+// TestPanicInPipeline: a handler that panics in the middle of a pipelined
+// batch. The responses before it go out, it is answered 500 with
+// Connection: close, nothing after it is served, the connection closes,
+// and the worker goes on serving other connections (and the same handlers).
+func TestPanicInPipeline(t *testing.T) {
+	_, addr := start(t, nil)
+	for round := range 2 {
+		c, r := dial(t, addr)
+		c.Write([]byte("GET /json HTTP/1.1\r\nHost: x\r\n\r\nGET /seq?a HTTP/1.1\r\nHost: x\r\n\r\n" +
+			"GET /panic HTTP/1.1\r\nHost: x\r\n\r\nGET /seq?after HTTP/1.1\r\nHost: x\r\n\r\n"))
+		codes, bodies, closing := readResponses(t, r, 3)
+		if codes[0] != 200 || codes[1] != 200 || bodies[1] != "a" || closing[0] || closing[1] {
+			t.Fatalf("round %d: before the panic: %v %q close %v", round, codes[:2], bodies[:2], closing[:2])
+		}
+		if codes[2] != 500 || bodies[2] != "internal server error\n" || !closing[2] {
+			t.Fatalf("round %d: the panic answered %d %q close %v, want 500 and close", round, codes[2], bodies[2], closing[2])
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
+			t.Fatalf("round %d: after the 500: %q, %v; want the connection closed and nothing more", round, rest, err)
+		}
+		c.Close()
+	}
+}

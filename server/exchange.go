@@ -78,11 +78,23 @@ func (w *worker) process(c *conn) {
 // worker's memory budget is spent). What is left waits in c.in, and the
 // connection in w.ready: other connections get their turn first, and the
 // output a client that does not read can make us hold stays bounded.
-func (w *worker) respond(c *conn) []byte {
+func (w *worker) respond(c *conn) (out []byte) {
 	cfg := &w.srv.cfg
-	out := w.out[:0]
+	out = w.out[:0]
 	p := 0
 	served := 0
+	defer func() {
+		// A handler's panic ends the turn with the 500 for its request
+		// (handlerPanicked). Any other panic is a bug of the server's
+		// and goes on.
+		if !w.inHandler {
+			return
+		}
+		if p := recover(); p != nil {
+			out = w.handlerPanicked(out, c, p)
+			w.requests.Add(uint64(served))
+		}
+	}()
 	maxReqs, maxOut := cfg.MaxRequestsPerTurn, cfg.MaxOutputPerTurn
 	if w.bud.spent() {
 		maxReqs = 1

@@ -91,6 +91,7 @@ type worker struct {
 	outHigh, bodyHigh int
 	discard           []byte // where lingering connections' input goes
 	ctx               Ctx
+	inHandler         bool // a handler is running (serve): its panic is recovered in respond
 	dateSec           int64
 	date              []byte // "Date: ...\r\n", re-rendered when the second changes
 	head200           []byte // status line, Server and Date of a 200, with date
