@@ -22,7 +22,14 @@ import (
 // two agree by construction on every input they both see, and
 // FuzzFastPath checks that they do. Measured the same way: 2,371 ->
 // 2,207 instructions per request with them (the fixed cost of each line
-// and part, not the per-byte work, was what they saved).
+// and part, not the per-byte work, was what they saved). Then, with the
+// header block taken in one call (fastFields), values found a word at a
+// time (valueRun), run four bytes a step, GET and Host matched in one
+// word compare and the last valid Host compared as two words: the parse
+// of that request fell from ~1,035 to ~700 instructions (December 2026).
+// What is left is mostly the compiler's: bounds checks, slice headers
+// built and stored, spills; a word-wise search for the colon and the
+// space (find, then a check of the bytes before it) cost more than run.
 
 // The byte classes of the fast paths, one table lookup per byte.
 const (
