@@ -152,13 +152,21 @@ stop_server() {
 	fi
 }
 
-# cpu_ticks PID: user+system clock ticks the process has used so far.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# cpu_ns PID: nanoseconds the process's threads have run so far, from the
+# scheduler's own clock (/proc/PID/task/*/schedstat, first field). Not
+# utime+stime from /proc/PID/stat: on a kernel with tick-based CPU
+# accounting (CONFIG_TICK_CPU_ACCOUNTING, the default, and this machine's)
+# those are samples of which task the timer tick found running, 4 ms each
+# at HZ=250, and a server that sleeps and wakes thousands of times a
+# second between its batches is sampled with a bias: the same server
+# measured 0.47-0.66 us a pipelined request from one round to the next.
+# Softirq work done in the server's context (loopback delivery of its
+# responses to wrk) counts in both, as it does for every server.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ n += $1 } END { printf "%.0f\n", n }'; }
 # ctx_switches PID: context switches of all the process's threads so far;
 # on the one server CPU every one of them is an interruption of the server
 # (the Go runtime's sysmon and scheduler hand-offs show up here).
 ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
-TCK=$(getconf CLK_TCK)
 
 # wrk_run NAME MODE -> prints "req/s p99_ms requests"
 wrk_run() {
@@ -183,6 +191,18 @@ wrk_run() {
 		END { printf "%.0f %.2f %d\n", rps, p99, total; if (errs != "") print "bench: wrk:" errs > "/dev/stderr" }'
 }
 
+# round_ratios "A1 A2 ..." "B1 B2 ...": the median of Ai/Bi, and the
+# smallest and largest, as "1.23x, 1.10-1.31".
+round_ratios() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " "); k = 0
+		for (i = 1; i <= n; i++) if (y[i] > 0) r[++k] = x[i] / y[i]
+		if (k == 0) { print "n/a"; exit }
+		for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+		m = (k % 2) ? r[(k + 1) / 2] : (r[k / 2] + r[k / 2 + 1]) / 2
+		printf "%.2fx, %.2f-%.2f", m, r[1], r[k] }'
+}
+
 median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 declare -A RPS P99 CPU CTX
@@ -199,15 +219,15 @@ for ((round = 0; round < ROUNDS; round++)); do
 		start_server "$name"
 		taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1s "http://$(host_of "$name"):$(port_of "$name")/json" >/dev/null # warm-up
 		for mode in plain pipelined; do
-			t0=$(cpu_ticks "$SERVER_PID")
+			t0=$(cpu_ns "$SERVER_PID")
 			c0=$(ctx_switches "$SERVER_PID")
 			read -r rps p99 total < <(wrk_run "$name" "$mode")
-			t1=$(cpu_ticks "$SERVER_PID")
+			t1=$(cpu_ns "$SERVER_PID")
 			c1=$(ctx_switches "$SERVER_PID")
 			CTX[$name.$mode]+=" $(awk -v d=$((c1 - c0)) -v n="$total" 'BEGIN { if (n > 0) printf "%.2f", d * 1000 / n; else print 0 }')"
 			# Server CPU time per request: what the server spends, even when
 			# the single wrk thread is what limits req/s.
-			cpu=$(awk -v d=$((t1 - t0)) -v n="$total" -v hz="$TCK" 'BEGIN { if (n > 0) printf "%.2f", d * 1e6 / hz / n; else print 0 }')
+			cpu=$(awk -v d=$((t1 - t0)) -v n="$total" 'BEGIN { if (n > 0) printf "%.3f", d / 1e3 / n; else print 0 }')
 			CPU[$name.$mode]+=" $cpu"
 			RPS[$name.$mode]+=" $rps"
 			if awk -v v="$p99" 'BEGIN { exit !(v > 0) }'; then P99[$name.$mode]+=" $p99"; fi
@@ -343,7 +363,7 @@ for name in "${peers[@]}"; do
 		MED[$name.$mode.p99]=$(echo "${P99[$name.$mode]:-}" | median)
 		MED[$name.$mode.cpu]=$(echo "${CPU[$name.$mode]:-}" | median)
 	done
-	printf '%-10s %12.0f %8s %9.2f %12.0f %8s %9.2f %8s %8s\n' "$name" \
+	printf '%-10s %12.0f %8s %9.3f %12.0f %8s %9.3f %8s %8s\n' "$name" \
 		"${MED[$name.plain]}" "$(fmt_p99 "${MED[$name.plain.p99]}")" "${MED[$name.plain.cpu]}" \
 		"${MED[$name.pipelined]}" "$(fmt_p99 "${MED[$name.pipelined.p99]}")" "${MED[$name.pipelined.cpu]}" \
 		"${SYS[$name.plain]:--}" "${SYS[$name.pipelined]:--}"
@@ -376,12 +396,16 @@ for name in "${peers[@]}"; do
 done
 if [[ " ${peers[*]} " == *" cfloor "* ]]; then
 	echo
-	echo "server CPU per request against the C floor (cfloor = 1.00: the system calls and the TCP stack alone):"
+	echo "server CPU per request against the C floor (cfloor = 1.00: the system calls and the TCP stack alone);"
+	echo "the ratio of the medians, then the median of each round's ratio (the servers of one round ran"
+	echo "seconds apart, so the second is the steadier figure), and its range over the rounds:"
 	for name in "${peers[@]}"; do
 		awk -v n="$name" -v fp="${MED[cfloor.plain.cpu]}" -v fq="${MED[cfloor.pipelined.cpu]}" \
 			-v p="${MED[$name.plain.cpu]}" -v q="${MED[$name.pipelined.cpu]}" \
+			-v rp="$(round_ratios "${CPU[$name.plain]:-}" "${CPU[cfloor.plain]:-}")" \
+			-v rq="$(round_ratios "${CPU[$name.pipelined]:-}" "${CPU[cfloor.pipelined]:-}")" \
 			'function r(a, b) { return b > 0 ? a / b : 0 }
-			BEGIN { printf "  %-9s plain %5.2fx   pipelined %5.2fx\n", n, r(p, fp), r(q, fq) }'
+			BEGIN { printf "  %-9s plain %5.2fx (rounds %s)   pipelined %5.2fx (rounds %s)\n", n, r(p, fp), rp, r(q, fq), rq }'
 	done
 fi
 echo
