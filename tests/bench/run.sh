@@ -412,8 +412,9 @@ echo
 echo "allocations per request: Go benchmark BenchmarkRequestPath ${bench_allocs:-?} allocs/op;"
 echo "  server MemStats over a $DURATION wrk run: ${run_allocs:-?} (${run_line#*stats }; includes per-connection setup)"
 echo
-echo "cpu us/r is the server's user+system CPU time per request during the run: when the one wrk"
-echo "thread saturates its CPU (the plain column, usually), req/s measures wrk and cpu us/r the server."
+echo "cpu us/r is the time the server's threads ran per request during the run (the scheduler's clock, softirq"
+echo "work in their context included): when the one wrk thread saturates its CPU (the plain column, usually),"
+echo "req/s measures wrk and cpu us/r the server."
 if ((${#INSTR[@]} > 0)); then
 	echo
 	echo "user-space instructions per request (cachegrind, 16 connections, exact load; independent of the machine's load):"
