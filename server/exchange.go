@@ -90,8 +90,8 @@ func (w *worker) respond(c *conn) (out []byte) {
 		if !w.inHandler {
 			return
 		}
-		if p := recover(); p != nil {
-			out = w.handlerPanicked(out, c, p)
+		if v := recover(); v != nil {
+			out = w.handlerPanicked(out, c, v)
 			w.requests.Add(uint64(served))
 		}
 	}()

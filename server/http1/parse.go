@@ -350,7 +350,9 @@ func (r *Request) readField(b []byte, p, maxEnd int) (next int, done bool, err e
 }
 
 // field takes in the header fields the parser itself acts on: Host,
-// Expect, Connection and the two that frame the body.
+// Expect, Connection and the two that frame the body. A field it refuses
+// changes nothing in r or f: fastFields relies on that to hand the line
+// to readFields, which refuses it again from the same state.
 func (r *Request) field(name, value []byte, f *fieldState) error {
 	switch len(name) {
 	case 4:
