@@ -272,6 +272,37 @@ func TestPrepareReportsEach(t *testing.T) {
 	}
 }
 
+// TestPrepareEndpoints: every custom endpoint must be an http(s) URL with
+// a host, and each malformed one is reported, whichever order the keys
+// are checked in (a map's) and whichever are left empty.
+func TestPrepareEndpoints(t *testing.T) {
+	keys := []string{"custom_endpoint_ec2", "custom_endpoint_ebs", "custom_endpoint_sts", "custom_endpoint_ssm", "custom_endpoint_autoscaling"}
+	for _, k := range keys {
+		for _, tc := range []struct{ url, want string }{
+			{"ftp://x", "is not an http(s) URL"},
+			{"http://", "is not an http(s) URL"},
+			{"http://[::1", "is not an http(s) URL"},
+			{"http://127.0.0.1:1", ""},
+			{"https://ec2.eu-west-1.amazonaws.com", ""},
+		} {
+			var c Config
+			_, err := c.Prepare(with(k, tc.url))
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), k+` "`+tc.url+`" `+tc.want)) {
+				t.Errorf("%s = %q: error %v, want %q", k, tc.url, err, tc.want)
+			}
+		}
+	}
+	for range 20 {
+		var c Config
+		_, err := c.Prepare(with(keys[1], "ftp://b", keys[3], "ftp://d", keys[4], "ftp://e"))
+		for _, k := range []string{keys[1], keys[3], keys[4]} {
+			if err == nil || !strings.Contains(err.Error(), k+" ") {
+				t.Fatalf("error %v does not name %s", err, k)
+			}
+		}
+	}
+}
+
 // Both AMI architectures are accepted.
 func TestPrepareArchitectures(t *testing.T) {
 	for _, arch := range Architectures {
