@@ -131,3 +131,27 @@ func TestProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestFormatProgress: the progress line's share, throughput and ETA
+// (from the share of blocks done so far), at the edges too: nothing done
+// yet, no time elapsed, all done, an image of no blocks.
+func TestFormatProgress(t *testing.T) {
+	for _, tc := range []struct {
+		p    ebsupload.Progress
+		want string
+	}{
+		{ebsupload.Progress{Done: 1, Total: 4, Sent: 1, BytesSent: 1 << 20, Elapsed: 2 * time.Second}, "blocks 1/4 (25.0%), 1 written, 0.5 MiB/s, ETA 6s"},
+		{ebsupload.Progress{Done: 3, Total: 4, Sent: 2, BytesSent: 6 << 20, Elapsed: 3 * time.Second}, "blocks 3/4 (75.0%), 2 written, 2.0 MiB/s, ETA 1s"},
+		{ebsupload.Progress{Done: 0, Total: 4, Elapsed: time.Second}, "blocks 0/4 (0.0%), 0 written, 0.0 MiB/s, ETA -"},
+		{ebsupload.Progress{Done: 1, Total: 4, Sent: 1, BytesSent: 1 << 20}, "blocks 1/4 (25.0%), 1 written, 0.0 MiB/s, ETA 0s"},
+		{ebsupload.Progress{Done: 4, Total: 4, Sent: 3, BytesSent: 3 << 20, Elapsed: 3 * time.Second}, "blocks 4/4 (100.0%), 3 written, 1.0 MiB/s, ETA 0s"},
+		{ebsupload.Progress{}, "blocks 0/0 (0.0%), 0 written, 0.0 MiB/s, ETA 0s"},
+	} {
+		if got := formatProgress(tc.p); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.p, got, tc.want)
+		}
+	}
+	if got := mib(3<<20 + 1<<19); got != "3.5 MiB" {
+		t.Errorf("mib: %q", got)
+	}
+}
