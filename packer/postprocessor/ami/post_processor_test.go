@@ -207,7 +207,9 @@ func TestPostProcess(t *testing.T) {
 			t.Errorf("snapshot %s in %s tags %v", sn.ID, sn.Region, sn.Tags)
 		}
 	}
-	for _, want := range []string{"blocks 4/4 (100.0%), 3 written", "MiB/s", "ETA", "AMI " + art.Amis["us-east-1"] + " is available in us-east-1"} {
+	for _, want := range []string{"blocks 4/4 (100.0%), 3 written", "MiB/s", "ETA", "AMI " + art.Amis["us-east-1"] + " is available in us-east-1",
+		`AMI name "hotpath test" is free in 3 region(s)`, "into a new 1 GiB EBS snapshot in eu-west-1",
+		"Snapshot " + snap + ": 3 of 4 blocks written (1 skipped), aggregate SHA-256 "} {
 		if !ui.Contains(want) {
 			t.Errorf("UI does not say %q:\n%s", want, ui.Text())
 		}

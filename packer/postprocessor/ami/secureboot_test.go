@@ -70,9 +70,13 @@ func TestSecureBootCertsRoundTrip(t *testing.T) {
 		"tpm_support":       "v2.0",
 		"secure_boot_certs": map[string]interface{}{"pk": pk, "kek": []string{kek}, "db": []string{db}},
 	})
-	a, _, _, err := pp.PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{FilesValue: []string{path, mp}})
+	ui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(context.Background(), ui, &packersdk.MockArtifact{FilesValue: []string{path, mp}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s := "(x86_64, UEFI, ENA, IMDSv2 only, NitroTPM v2.0, UEFI variables (Secure Boot keys))..."; !ui.Contains(s) {
+		t.Errorf("UI does not say %q:\n%s", s, ui.Text())
 	}
 	ims := f.Images()
 	if len(ims) != 1 {
