@@ -169,7 +169,7 @@ func TestPostProcess(t *testing.T) {
 		if im.ID != art.Amis[im.Region] {
 			t.Errorf("image %s in %s not in the artifact %v", im.ID, im.Region, art.Amis)
 		}
-		if im.State != "available" || im.Tags["Team"] != "perf" || strings.Join(im.LaunchUsers, ",") != "111122223333" || strings.Join(im.LaunchGroups, ",") != "all" {
+		if im.State != "available" || im.Description != "tuned appliance" || im.Tags["Team"] != "perf" || strings.Join(im.LaunchUsers, ",") != "111122223333" || strings.Join(im.LaunchGroups, ",") != "all" {
 			t.Errorf("image %+v", im)
 		}
 		if im.Region != "eu-west-1" && (im.SourceImageID != art.Amis["eu-west-1"] || im.SourceRegion != "eu-west-1") {
