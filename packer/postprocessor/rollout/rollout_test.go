@@ -215,7 +215,7 @@ func TestPrepareErrors(t *testing.T) {
 		{"no region", base("region", ""), "region is required"},
 		{"reserved parameter", base("ssm_parameter", "/aws/service/x"), "reserved"},
 		{"bad parameter", base("ssm_parameter", "/a b"), "is not a parameter name"},
-		{"both template keys", base("target", []map[string]interface{}{{"launch_template_id": "lt-0123456789abcdef0", "launch_template_name": "x"}}), "exactly one of"},
+		{"both template keys", base("target", []map[string]interface{}{{"launch_template_id": "lt-0123456789abcdef0", "launch_template_name": "x"}}), "target 1: set exactly one of"},
 		{"bad template id", base("target", []map[string]interface{}{{"launch_template_id": "web"}}), "is not a launch template id"},
 		{"bad source version", base("target", []map[string]interface{}{{"launch_template_name": "web", "source_version": "latest"}}), "source_version"},
 		{"group twice", base("target", []map[string]interface{}{{"launch_template_name": "web", "auto_scaling_groups": []string{"a", "a"}}}), "listed twice"},
