@@ -198,14 +198,17 @@ func TestInputWithoutAMIs(t *testing.T) {
 	}
 }
 
-func TestPrepareErrors(t *testing.T) {
-	base := func(kv ...interface{}) map[string]interface{} {
-		m := map[string]interface{}{"region": "eu-west-1", "target": []map[string]interface{}{{"launch_template_name": "web", "auto_scaling_groups": []string{"a"}}}}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i].(string)] = kv[i+1]
-		}
-		return m
+// base is a valid configuration (a template rolled onto group a), with
+// the key-value pairs kv on top.
+func base(kv ...interface{}) map[string]interface{} {
+	m := map[string]interface{}{"region": "eu-west-1", "target": []map[string]interface{}{{"launch_template_name": "web", "auto_scaling_groups": []string{"a"}}}}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
 	}
+	return m
+}
+
+func TestPrepareErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		raw  map[string]interface{}
@@ -242,6 +245,43 @@ func TestPrepareErrors(t *testing.T) {
 	}
 	if *c.MinHealthyPercentage != 90 || !*c.AutoRollback || !*c.SkipMatching || c.OnFailure != "rollback" || c.Targets[0].Region != "eu-west-1" || c.Targets[0].SourceVersion != "$Default" {
 		t.Errorf("defaults %+v", c)
+	}
+}
+
+// TestPrepareEdges: values at the limits are accepted, a problem is
+// reported once however often it occurs, and a target that moves no
+// group and no default version is warned about.
+func TestPrepareEdges(t *testing.T) {
+	target := func(kv ...interface{}) []map[string]interface{} {
+		m := map[string]interface{}{"launch_template_name": "web"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return []map[string]interface{}{m}
+	}
+	for _, tc := range []struct {
+		name         string
+		raw          map[string]interface{}
+		err, warning string // "": none
+	}{
+		{"64 IPv6 addresses", base("target", target("auto_scaling_groups", []string{"a"}, "ipv6_address_count", 64)), "", ""},
+		{"checkpoints at 1 and 100", base("checkpoint_percentages", []int{1, 100}), "", ""},
+		{"a checkpoint at 0", base("checkpoint_percentages", []int{0, 100}), "checkpoint_percentages [0 100] must ascend within 1..100", ""},
+		{"checkpoints at 0", base("checkpoint_percentages", []int{0, 0, 100}), "checkpoint_percentages [0 0 100] must ascend within 1..100", ""},
+		{"a checkpoint twice", base("checkpoint_percentages", []int{50, 50, 100}), "must ascend within 1..100", ""},
+		{"only a version", base("target", target()), "", "target 1: no auto_scaling_groups and not set_default_version: the new version is only created"},
+		{"a new default version", base("target", target("set_default_version", true)), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			warnings, err := c.Prepare(tc.raw)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || strings.Count(err.Error(), tc.err) != 1) {
+				t.Errorf("error %v, want %q once", err, tc.err)
+			}
+			if got := strings.Join(warnings, "; "); got != tc.warning {
+				t.Errorf("warnings %q, want %q", got, tc.warning)
+			}
+		})
 	}
 }
 
