@@ -174,6 +174,8 @@ func TestPrepareSecureBootRefusals(t *testing.T) {
 		{"db not DER", with("secure_boot_certs", certs(pk, []string{pk}, []string{garbage})), "is not an X.509 certificate"},
 		{"no db", with("secure_boot_certs", certs(pk, []string{pk}, nil)), "at least one db"},
 		{"no pk", with("secure_boot_certs", certs("", []string{pk}, []string{pk})), "pk is required"},
+		{"kek alone", with("secure_boot_certs", certs("", []string{pk}, nil)), "pk is required"},
+		{"pk alone", with("secure_boot_certs", certs(pk, nil, nil)), "at least one db"},
 		{"both", with("uefi_data", good, "secure_boot_certs", certs(pk, []string{pk}, []string{pk})), "give one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
