@@ -336,6 +336,46 @@ func TestRolloutParameterNotTaken(t *testing.T) {
 	}
 }
 
+// TestRolloutParameterPublished: the parameter is published whether or
+// not it existed, the UI says what it was; when the roll-out then fails,
+// it is put back as it was: the old value again, or deleted.
+func TestRolloutParameterPublished(t *testing.T) {
+	for _, tc := range []struct {
+		existed, fail bool
+		says          string // NEW: the new AMI, OLD: the old one
+	}{
+		{true, false, "SSM parameter " + param + " in eu-west-1 = NEW (version 2, was OLD)"},
+		{false, false, "SSM parameter " + param + " in eu-west-1 = NEW (version 1, new)"},
+		{true, true, "SSM parameter " + param + " in eu-west-1 is OLD again"},
+		{false, true, "SSM parameter " + param + " in eu-west-1 deleted again (it did not exist before)"},
+	} {
+		t.Run(fmt.Sprintf("existed %v, fails %v", tc.existed, tc.fail), func(t *testing.T) {
+			fl := newFleet(t)
+			if !tc.existed {
+				fl.f.DeleteParameterValue("eu-west-1", param)
+			}
+			if tc.fail {
+				fl.f.FailRefresh("eu-west-1", "web-a", 50, "unhealthy")
+			}
+			ui := new(uitest.UI)
+			_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, fl.input())
+			if (err != nil) != tc.fail {
+				t.Fatalf("err %v\n%s", err, ui.Text())
+			}
+			if says := strings.NewReplacer("NEW", fl.new, "OLD", fl.old).Replace(tc.says); !ui.Contains(says) {
+				t.Errorf("UI does not say %q:\n%s", says, ui.Text())
+			}
+			want, wantOK := fl.new, true
+			if tc.fail {
+				want, wantOK = fl.old, tc.existed
+			}
+			if pm, ok := fl.f.Parameter("eu-west-1", param); ok != wantOK || ok && pm.Value != want {
+				t.Errorf("parameter %+v (exists %v), want %s (exists %v)", pm, ok, want, wantOK)
+			}
+		})
+	}
+}
+
 // TestRolloutParameterDataType: a parameter of another data type cannot
 // become an aws:ec2:image parameter; the roll-out says so instead of
 // publishing.
