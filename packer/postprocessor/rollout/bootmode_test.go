@@ -152,7 +152,7 @@ func TestRolloutGroupNotFound(t *testing.T) {
 	_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{{
 		"launch_template_name": "hotpath", "set_default_version": true, "auto_scaling_groups": []string{"web-a", "web-c"},
 	}}}).PostProcess(context.Background(), new(uitest.UI), fl.input())
-	if err == nil || !strings.Contains(err.Error(), "Auto Scaling group web-c not found") || !strings.Contains(err.Error(), "nothing was changed") {
+	if err == nil || !strings.Contains(err.Error(), "Auto Scaling group web-c not found") || !strings.HasSuffix(err.Error(), "; nothing was changed") {
 		t.Fatalf("error %v, want web-c not found", err)
 	}
 	fl.unchanged(t)

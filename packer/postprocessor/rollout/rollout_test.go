@@ -93,7 +93,7 @@ func TestRolloutSuccessful(t *testing.T) {
 	}
 	for _, s := range []string{
 		"SSM parameter " + param + " in eu-west-1 = " + fl.new,
-		"version 2 launches " + fl.new, "default version 1 -> 2",
+		"Launch template hotpath (" + fl.lt + ") in eu-west-1: version 2 launches " + fl.new, "default version 1 -> 2",
 		"web-b (eu-west-1): InProgress 10%, 10 instances to update: Replacing instances",
 		"Waiting for the checkpoint delay (10s) at 50%",
 		"web-a (eu-west-1): Successful 100%",
