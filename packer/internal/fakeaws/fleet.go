@@ -3,6 +3,7 @@ package fakeaws
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -63,6 +64,11 @@ type Refresh struct {
 	Warmup, CheckDelay            int
 	Checkpoints                   []int
 	SkipMatching, AutoRollback    bool
+	// Given lists the preferences the request carried (their names, as
+	// InstanceWarmup, sorted): a preference left out takes Auto Scaling's
+	// default (the group's grace period for InstanceWarmup), which the
+	// zero above cannot tell from a 0 given.
+	Given []string
 	// failAt, when > 0, is the percentage at which replacements stop
 	// passing health checks.
 	failAt     int
@@ -375,6 +381,15 @@ func (s *Server) startInstanceRefresh(p map[string]string, region string) (strin
 // refreshPreferences reads and checks a StartInstanceRefresh's
 // Preferences into rf.
 func refreshPreferences(rf *Refresh, p map[string]string) *Fault {
+	for k := range p {
+		if name, ok := strings.CutPrefix(k, "Preferences."); ok {
+			name, _, _ = strings.Cut(name, ".")
+			if !slices.Contains(rf.Given, name) {
+				rf.Given = append(rf.Given, name)
+			}
+		}
+	}
+	slices.Sort(rf.Given)
 	if v, ok := p["Preferences.MinHealthyPercentage"]; ok {
 		rf.MinHealthy, _ = strconv.Atoi(v)
 	}
