@@ -376,6 +376,71 @@ func TestRolloutParameterPublished(t *testing.T) {
 	}
 }
 
+// TestRolloutPreferences: the Instance Refresh preferences sent are the
+// configured ones; one left unset is left out, so that Auto Scaling
+// applies its default (the group's grace period for the warm-up), not 0.
+func TestRolloutPreferences(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra map[string]interface{}
+		given string
+		want  fakeaws.Refresh // the preferences compared
+	}{
+		{"defaults", map[string]interface{}{"instance_warmup": "0s", "checkpoint_percentages": []int{}, "checkpoint_delay": "0s"},
+			"AutoRollback MinHealthyPercentage SkipMatching", fakeaws.Refresh{MinHealthy: 90, SkipMatching: true, AutoRollback: true}},
+		{"every one", map[string]interface{}{"max_healthy_percentage": 150, "auto_rollback": false, "skip_matching": false},
+			"AutoRollback CheckpointDelay CheckpointPercentages InstanceWarmup MaxHealthyPercentage MinHealthyPercentage SkipMatching",
+			fakeaws.Refresh{MinHealthy: 90, MaxHealthy: 150, Warmup: 30, CheckDelay: 10, Checkpoints: []int{50, 100}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fl := newFleet(t)
+			ui := new(uitest.UI)
+			if _, _, _, err := fl.pp(t, tc.extra).PostProcess(context.Background(), ui, fl.input()); err != nil {
+				t.Fatalf("%v\n%s", err, ui.Text())
+			}
+			rf := fl.f.GroupState("eu-west-1", "web-a").Refreshes[0]
+			got := fakeaws.Refresh{MinHealthy: rf.MinHealthy, MaxHealthy: rf.MaxHealthy, Warmup: rf.Warmup, CheckDelay: rf.CheckDelay, Checkpoints: rf.Checkpoints,
+				SkipMatching: rf.SkipMatching, AutoRollback: rf.AutoRollback}
+			if g := strings.Join(rf.Given, " "); g != tc.given || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("preferences %s: %+v\nwant %s: %+v", g, got, tc.given, tc.want)
+			}
+		})
+	}
+}
+
+// TestRolloutDefaultVersionRestored: after a failed refresh the launch
+// template's previous default comes back, and the error says so only
+// when it could not.
+func TestRolloutDefaultVersionRestored(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restore refused %v", refused), func(t *testing.T) {
+			fl := newFleet(t)
+			fl.f.FailRefresh("eu-west-1", "web-a", 50, "unhealthy")
+			if refused {
+				fl.f.OnCall = func(op string, status int) {
+					if op == "ModifyLaunchTemplate" && status == 200 {
+						fl.f.Inject(op, fakeaws.Fault{Status: 403, Code: "UnauthorizedOperation", Message: "You are not authorized"})
+					}
+				}
+			}
+			ui := new(uitest.UI)
+			_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, fl.input())
+			if err == nil {
+				t.Fatal("the roll-out succeeded")
+			}
+			still := "launch template " + fl.lt + " in eu-west-1: default is still the new version 2"
+			want := 1
+			if refused {
+				want = 2
+			}
+			if lt := fl.f.LaunchTemplates()[fl.lt]; lt.Default != want || strings.Contains(err.Error(), still) != refused ||
+				ui.Contains("Launch template "+fl.lt+" in eu-west-1: default version is 1 again") == refused {
+				t.Errorf("default version %d, want %d; err %v\n%s", lt.Default, want, err, ui.Text())
+			}
+		})
+	}
+}
+
 // TestRolloutParameterDataType: a parameter of another data type cannot
 // become an aws:ec2:image parameter; the roll-out says so instead of
 // publishing.
