@@ -91,6 +91,9 @@ func TestRolloutSuccessful(t *testing.T) {
 			t.Errorf("group %s: %+v", g, gs)
 		}
 	}
+	if ui.Contains("runs the new AMI") {
+		t.Error("a successful roll-out reported a clean-up")
+	}
 	for _, s := range []string{
 		"SSM parameter " + param + " in eu-west-1 = " + fl.new,
 		"Launch template hotpath (" + fl.lt + ") in eu-west-1: version 2 launches " + fl.new, "default version 1 -> 2",
@@ -148,6 +151,59 @@ func TestRolloutFailureWithoutAutoRollback(t *testing.T) {
 	}
 	if fl.f.CountCalls("CancelInstanceRefresh", 200) != 1 || fl.f.CountCalls("RollbackInstanceRefresh", 0) != 0 {
 		t.Errorf("on_failure = cancel: %d cancels, %d rollbacks", fl.f.CountCalls("CancelInstanceRefresh", 200), fl.f.CountCalls("RollbackInstanceRefresh", 0))
+	}
+}
+
+// TestRolloutStopsRefreshes: when one group's refresh fails, the other
+// group's refresh, still replacing, is rolled back, or cancelled when
+// on_failure says so or when Auto Scaling refuses the rollback; a cancel
+// that is refused is reported, and the group then runs to the end of its
+// refresh, which the clean-up waits for and reports.
+func TestRolloutStopsRefreshes(t *testing.T) {
+	refused := fakeaws.Fault{Status: 400, Code: "ValidationError", Message: "refused"}
+	for _, tc := range []struct {
+		name          string
+		onFailure, op string // op: the call refused, if any
+		status        string // web-a's refresh at the end
+		says, notSays []string
+	}{
+		{"rollback refused", "rollback", "RollbackInstanceRefresh", "Cancelled",
+			[]string{"Rollback of web-a in eu-west-1 refused", "Cancelling instance refresh "}, nil},
+		{"cancel", "cancel", "", "Cancelled", []string{"Cancelling instance refresh "}, []string{"Error cancelling"}},
+		{"cancel refused", "cancel", "CancelInstanceRefresh", "Successful",
+			[]string{"Error cancelling the instance refresh of web-a in eu-west-1", "group web-a in eu-west-1 runs the new AMI"},
+			[]string{"Cancelling instance refresh "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fl := newFleet(t)
+			// web-b fails at its first batch; web-a has half its
+			// instances, a checkpoint and two batches to go.
+			fl.f.FailRefresh("eu-west-1", "web-b", 10, "2 instances failed the ELB health check")
+			if tc.op != "" {
+				fl.f.Inject(tc.op, refused)
+			}
+			ui := new(uitest.UI)
+			_, _, _, err := fl.pp(t, map[string]interface{}{"on_failure": tc.onFailure}).PostProcess(context.Background(), ui, fl.input())
+			if err == nil {
+				t.Fatal("the roll-out succeeded")
+			}
+			if st := fl.f.GroupState("eu-west-1", "web-a").Refreshes[0].Status; st != tc.status {
+				t.Errorf("web-a's refresh %s, want %s", st, tc.status)
+			}
+			for _, s := range tc.says {
+				if !ui.Contains(s) {
+					t.Errorf("UI does not say %q", s)
+				}
+			}
+			for _, s := range tc.notSays {
+				if ui.Contains(s) {
+					t.Errorf("UI says %q", s)
+				}
+			}
+			if t.Failed() {
+				t.Logf("err %v\nUI:\n%s", err, ui.Text())
+			}
+		})
 	}
 }
 
