@@ -37,12 +37,13 @@ func TestPrepareDefaults(t *testing.T) {
 		name      string
 		got, want interface{}
 	}{
-		{"max_retries", c.MaxRetries, DefaultMaxRetries},
-		{"upload_workers", c.UploadWorkers, DefaultUploadWorkers},
-		{"upload_attempts", c.UploadAttempts, DefaultUploadAttempts},
-		{"snapshot_timeout", c.SnapshotTimeout, DefaultSnapshotTimeout},
-		{"wait_timeout", c.WaitTimeout, DefaultWaitTimeout},
-		{"poll_interval", c.PollInterval, DefaultPollInterval},
+		// The values the keys' documentation gives.
+		{"max_retries", c.MaxRetries, 8},
+		{"upload_workers", c.UploadWorkers, 16},
+		{"upload_attempts", c.UploadAttempts, 5},
+		{"snapshot_timeout", c.SnapshotTimeout, time.Hour},
+		{"wait_timeout", c.WaitTimeout, time.Hour},
+		{"poll_interval", c.PollInterval, 5 * time.Second},
 		{"volume_size", c.VolumeSize, int64(0)},
 		{"encrypt_boot", c.EncryptBoot, false},
 		{"region", c.RawRegion, "eu-west-1"},
