@@ -299,8 +299,14 @@ func TestPrepareErrors(t *testing.T) {
 	if _, err := c.Prepare(base()); err != nil {
 		t.Fatal(err)
 	}
-	if *c.MinHealthyPercentage != 90 || !*c.AutoRollback || !*c.SkipMatching || c.OnFailure != "rollback" || c.Targets[0].Region != "eu-west-1" || c.Targets[0].SourceVersion != "$Default" {
+	if *c.MinHealthyPercentage != 90 || !*c.AutoRollback || !*c.SkipMatching || c.OnFailure != "rollback" || c.Targets[0].Region != "eu-west-1" || c.Targets[0].SourceVersion != "$Default" ||
+		c.RefreshTimeout != 2*time.Hour || c.PollInterval != 15*time.Second || c.CheckpointDelay != 0 {
 		t.Errorf("defaults %+v", c)
+	}
+	// Checkpoints without a delay pause an hour at each.
+	var cp Config
+	if _, err := cp.Prepare(base("checkpoint_percentages", []int{50, 100})); err != nil || cp.CheckpointDelay != time.Hour {
+		t.Errorf("checkpoint_delay %s, %v; want 1h", cp.CheckpointDelay, err)
 	}
 }
 
@@ -327,6 +333,21 @@ func TestPrepareEdges(t *testing.T) {
 		{"a checkpoint twice", base("checkpoint_percentages", []int{50, 50, 100}), "must ascend within 1..100", ""},
 		{"only a version", base("target", target()), "", "target 1: no auto_scaling_groups and not set_default_version: the new version is only created"},
 		{"a new default version", base("target", target("set_default_version", true)), "", ""},
+		{"a parameter name of 1011", base("ssm_parameter", "/"+strings.Repeat("p", 1010)), "", ""},
+		{"a parameter name of 1012", base("ssm_parameter", "/"+strings.Repeat("p", 1011)), "is not a parameter name", ""},
+		{"a parameter of 15 levels", base("ssm_parameter", strings.Repeat("/l", 15)), "", ""},
+		{"a target region not checked", base("skip_region_validation", true, "target", target("region", "local-1", "set_default_version", true)), "", ""},
+		{"a bad template name", base("target", target("launch_template_name", "a b", "set_default_version", true)), "launch_template_name \"a b\" is not a launch template name", ""},
+		{"a group name of 255", base("target", target("auto_scaling_groups", []string{strings.Repeat("g", 255)})), "", ""},
+		{"an empty group name", base("target", target("auto_scaling_groups", []string{""})), `auto_scaling_groups: "" is not a group name`, ""},
+		{"min healthy 0", base("min_healthy_percentage", 0), "", ""},
+		{"healthy 100 to 200", base("min_healthy_percentage", 100, "max_healthy_percentage", 200), "", ""},
+		{"max healthy 100", base("max_healthy_percentage", 100), "", ""},
+		{"max healthy 99", base("max_healthy_percentage", 99), "max_healthy_percentage 99 is outside 100..200", ""},
+		{"max healthy 201", base("min_healthy_percentage", 100, "max_healthy_percentage", 201), "max_healthy_percentage 201 is outside 100..200", ""},
+		{"checkpoint delay 48h", base("checkpoint_percentages", []int{100}, "checkpoint_delay", "48h"), "", ""},
+		{"checkpoint delay 49h", base("checkpoint_percentages", []int{100}, "checkpoint_delay", "49h"), "checkpoint_delay 49h0m0s must be whole seconds within 0..48h", ""},
+		{"checkpoint delay 1.5s", base("checkpoint_percentages", []int{100}, "checkpoint_delay", "1500ms"), "checkpoint_delay 1.5s must be whole seconds", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Config
@@ -495,6 +516,46 @@ func TestRolloutDefaultVersionRestored(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRolloutSeveral: with AMIs in two regions, the parameter of each
+// is published even when the first already names its AMI; with two
+// targets, the one whose default version moved gets it back after a
+// failure even when it comes after one whose default did not move.
+func TestRolloutSeveral(t *testing.T) {
+	t.Run("regions", func(t *testing.T) {
+		fl := newFleet(t)
+		us := fl.f.AddImage("us-east-1", "hotpath 2")
+		fl.f.PutParameterValue("eu-west-1", param, fl.new)
+		in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + fl.new + ",us-east-1:" + us}
+		ui := new(uitest.UI)
+		if _, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{}}).PostProcess(context.Background(), ui, in); err != nil {
+			t.Fatalf("%v\n%s", err, ui.Text())
+		}
+		if pm, ok := fl.f.Parameter("us-east-1", param); !ok || pm.Value != us {
+			t.Errorf("us-east-1's parameter %+v (exists %v), want %s", pm, ok, us)
+		}
+		if !ui.Contains("SSM parameter " + param + " in eu-west-1 is already " + fl.new) {
+			t.Errorf("UI:\n%s", ui.Text())
+		}
+	})
+	t.Run("templates", func(t *testing.T) {
+		fl := newFleet(t)
+		other := fl.f.AddLaunchTemplate("eu-west-1", "hotpath-b", fl.old)
+		fl.f.FailRefresh("eu-west-1", "web-b", 30, "unhealthy")
+		ui := new(uitest.UI)
+		_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{
+			{"launch_template_name": "hotpath-b"},
+			{"launch_template_name": "hotpath", "set_default_version": true, "auto_scaling_groups": []string{"web-a", "web-b"}},
+		}}).PostProcess(context.Background(), ui, fl.input())
+		if err == nil {
+			t.Fatal("the roll-out succeeded")
+		}
+		lts := fl.f.LaunchTemplates()
+		if lts[fl.lt].Default != 1 || lts[other].Default != 1 || len(lts[other].Images) != 2 {
+			t.Errorf("defaults %d and %d, want 1 back and 1 unchanged\n%s", lts[fl.lt].Default, lts[other].Default, ui.Text())
+		}
+	})
 }
 
 // TestRolloutParameterDataType: a parameter of another data type cannot
