@@ -30,6 +30,10 @@ type LaunchTemplate struct {
 type VersionOptions struct {
 	HTTPEndpoint, HTTPTokens, HTTPProtocolIPv6 string
 	IPv6AddressCount                           int
+	// Interface is set when the version was given a network interface
+	// at all (an IPv6 address count of 0 included): EC2 then replaces
+	// the source version's interfaces with it.
+	Interface bool
 }
 
 // Group is an Auto Scaling group: its instances run one launch template
@@ -585,6 +589,11 @@ func versionOptions(p map[string]string) (VersionOptions, *Fault) {
 		return o, badParam("%sHttpTokens must be required or optional", md)
 	}
 	const ni = "LaunchTemplateData.NetworkInterface.1."
+	for k := range p {
+		if strings.HasPrefix(k, "LaunchTemplateData.NetworkInterface.") {
+			o.Interface = true
+		}
+	}
 	if c := p[ni+"Ipv6AddressCount"]; c != "" {
 		n, err := strconv.Atoi(c)
 		if err != nil || n < 0 {
