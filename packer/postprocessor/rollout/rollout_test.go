@@ -239,6 +239,38 @@ func TestRolloutCancel(t *testing.T) {
 	}
 }
 
+// cancelUI cancels the build when a line with on is said: a Ctrl-C that
+// comes between two steps, after a step's last call.
+type cancelUI struct {
+	*uitest.UI
+	on     string
+	cancel context.CancelFunc
+}
+
+func (u cancelUI) Say(s string) {
+	u.UI.Say(s)
+	if strings.Contains(s, u.on) {
+		u.cancel()
+	}
+}
+
+// TestRolloutCancelBetweenSteps: a cancel after the boot-mode check has
+// ended, before the parameter is touched, stops the roll-out with
+// "cancelled" and nothing changed.
+func TestRolloutCancelBetweenSteps(t *testing.T) {
+	fl := newFleet(t)
+	fl.f.SetImageBootMode(fl.new, "uefi")
+	fl.f.SetInstanceType(fl.lt, 1, "c6in.xlarge")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ui := cancelUI{UI: new(uitest.UI), on: ": compatible", cancel: cancel}
+	_, _, _, err := fl.pp(t, nil).PostProcess(ctx, ui, fl.input())
+	if err == nil || err.Error() != "cancelled" {
+		t.Fatalf("err %v\n%s", err, ui.Text())
+	}
+	fl.unchanged(t)
+}
+
 func TestInputWithoutAMIs(t *testing.T) {
 	fl := newFleet(t)
 	_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{IdValue: "sha256"})
