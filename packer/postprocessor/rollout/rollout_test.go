@@ -155,40 +155,50 @@ func TestRolloutFailureWithoutAutoRollback(t *testing.T) {
 }
 
 // TestRolloutStopsRefreshes: when one group's refresh fails, the other
-// group's refresh, still replacing, is rolled back, or cancelled when
+// groups' refreshes, still replacing, are rolled back, or cancelled when
 // on_failure says so or when Auto Scaling refuses the rollback; a cancel
 // that is refused is reported, and the group then runs to the end of its
-// refresh, which the clean-up waits for and reports.
+// refresh, which the clean-up waits for and reports; a refresh that has
+// ended meanwhile is read as it ended. Whatever happens to the first
+// group, the next one is stopped too.
 func TestRolloutStopsRefreshes(t *testing.T) {
 	refused := fakeaws.Fault{Status: 400, Code: "ValidationError", Message: "refused"}
+	ended := fakeaws.Fault{Status: 400, Code: "ActiveInstanceRefreshNotFound", Message: "No in progress or pending Instance Refresh found"}
 	for _, tc := range []struct {
 		name          string
-		onFailure, op string // op: the call refused, if any
-		status        string // web-a's refresh at the end
-		says, notSays []string
+		onFailure, op string        // op: the call answered fault once, if any
+		fault         fakeaws.Fault //
+		a, c          string        // web-a's and web-c's refresh at the end
+		says, notSays []string      // in notSays, ID is web-a's refresh
 	}{
-		{"rollback refused", "rollback", "RollbackInstanceRefresh", "Cancelled",
+		{"rollback refused", "rollback", "RollbackInstanceRefresh", refused, "Cancelled", "RollbackSuccessful",
 			[]string{"Rollback of web-a in eu-west-1 refused", "Cancelling instance refresh "}, nil},
-		{"cancel", "cancel", "", "Cancelled", []string{"Cancelling instance refresh "}, []string{"Error cancelling"}},
-		{"cancel refused", "cancel", "CancelInstanceRefresh", "Successful",
+		{"rollback of an ended refresh", "rollback", "RollbackInstanceRefresh", ended, "Successful", "RollbackSuccessful",
+			[]string{"group web-a in eu-west-1 runs the new AMI"}, []string{"Cancelling instance refresh "}},
+		{"cancel", "cancel", "", refused, "Cancelled", "Cancelled", []string{"Cancelling instance refresh "}, []string{"Error cancelling"}},
+		{"cancel refused", "cancel", "CancelInstanceRefresh", refused, "Successful", "Cancelled",
 			[]string{"Error cancelling the instance refresh of web-a in eu-west-1", "group web-a in eu-west-1 runs the new AMI"},
-			[]string{"Cancelling instance refresh "}},
+			[]string{"Cancelling instance refresh ID of web-a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fl := newFleet(t)
+			fl.f.AddGroup("eu-west-1", "web-c", fl.lt, "1", 20)
 			// web-b fails at its first batch; web-a has half its
-			// instances, a checkpoint and two batches to go.
+			// instances, a checkpoint and two batches to go, web-c more.
 			fl.f.FailRefresh("eu-west-1", "web-b", 10, "2 instances failed the ELB health check")
 			if tc.op != "" {
-				fl.f.Inject(tc.op, refused)
+				fl.f.Inject(tc.op, tc.fault)
 			}
 			ui := new(uitest.UI)
-			_, _, _, err := fl.pp(t, map[string]interface{}{"on_failure": tc.onFailure}).PostProcess(context.Background(), ui, fl.input())
+			_, _, _, err := fl.pp(t, map[string]interface{}{"on_failure": tc.onFailure, "target": []map[string]interface{}{{
+				"launch_template_name": "hotpath", "set_default_version": true, "auto_scaling_groups": []string{"web-a", "web-b", "web-c"},
+			}}}).PostProcess(context.Background(), ui, fl.input())
 			if err == nil {
 				t.Fatal("the roll-out succeeded")
 			}
-			if st := fl.f.GroupState("eu-west-1", "web-a").Refreshes[0].Status; st != tc.status {
-				t.Errorf("web-a's refresh %s, want %s", st, tc.status)
+			ra, rc := fl.f.GroupState("eu-west-1", "web-a").Refreshes[0], fl.f.GroupState("eu-west-1", "web-c").Refreshes[0]
+			if ra.Status != tc.a || rc.Status != tc.c {
+				t.Errorf("refreshes: web-a %s, web-c %s; want %s, %s", ra.Status, rc.Status, tc.a, tc.c)
 			}
 			for _, s := range tc.says {
 				if !ui.Contains(s) {
@@ -196,7 +206,7 @@ func TestRolloutStopsRefreshes(t *testing.T) {
 				}
 			}
 			for _, s := range tc.notSays {
-				if ui.Contains(s) {
+				if s = strings.Replace(s, "ID", ra.ID, 1); ui.Contains(s) {
 					t.Errorf("UI says %q", s)
 				}
 			}
@@ -517,77 +527,51 @@ func TestRolloutPreferences(t *testing.T) {
 	}
 }
 
-// TestRolloutDefaultVersionRestored: after a failed refresh the launch
-// template's previous default comes back, and the error says so only
-// when it could not.
+// TestRolloutDefaultVersionRestored: after a failed refresh each launch
+// template's previous default comes back, and the error names the ones
+// that could not be restored, the clean-up going on with the next.
 func TestRolloutDefaultVersionRestored(t *testing.T) {
-	for _, refused := range []bool{false, true} {
-		t.Run(fmt.Sprintf("restore refused %v", refused), func(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		two          bool // a second template, hotpath-b, also made default (first)
+		refuseAfter  int  // ModifyLaunchTemplate calls before one is refused (0: none)
+		hotpath, b   int  // the defaults at the end
+		stillHotpath bool // the error says hotpath's default is still the new one
+	}{
+		{"restored", false, 0, 1, 0, false},
+		{"restore refused", false, 1, 2, 0, true},
+		{"first restore refused, second done", true, 2, 1, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			fl := newFleet(t)
 			fl.f.FailRefresh("eu-west-1", "web-a", 50, "unhealthy")
-			if refused {
-				fl.f.OnCall = func(op string, status int) {
-					if op == "ModifyLaunchTemplate" && status == 200 {
+			targets := []map[string]interface{}{{"launch_template_name": "hotpath", "set_default_version": true, "auto_scaling_groups": []string{"web-a", "web-b"}}}
+			other := ""
+			if tc.two {
+				other = fl.f.AddLaunchTemplate("eu-west-1", "hotpath-b", fl.old)
+				targets = append([]map[string]interface{}{{"launch_template_name": "hotpath-b", "set_default_version": true}}, targets...)
+			}
+			modified := 0
+			fl.f.OnCall = func(op string, status int) {
+				if op == "ModifyLaunchTemplate" && status == 200 {
+					if modified++; modified == tc.refuseAfter {
 						fl.f.Inject(op, fakeaws.Fault{Status: 403, Code: "UnauthorizedOperation", Message: "You are not authorized"})
 					}
 				}
 			}
 			ui := new(uitest.UI)
-			_, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, fl.input())
+			_, _, _, err := fl.pp(t, map[string]interface{}{"target": targets}).PostProcess(context.Background(), ui, fl.input())
 			if err == nil {
 				t.Fatal("the roll-out succeeded")
 			}
+			lts := fl.f.LaunchTemplates()
 			still := "launch template " + fl.lt + " in eu-west-1: default is still the new version 2"
-			want := 1
-			if refused {
-				want = 2
-			}
-			if lt := fl.f.LaunchTemplates()[fl.lt]; lt.Default != want || strings.Contains(err.Error(), still) != refused ||
-				ui.Contains("Launch template "+fl.lt+" in eu-west-1: default version is 1 again") == refused {
-				t.Errorf("default version %d, want %d; err %v\n%s", lt.Default, want, err, ui.Text())
+			if lts[fl.lt].Default != tc.hotpath || tc.two && lts[other].Default != tc.b || strings.Contains(err.Error(), still) != tc.stillHotpath ||
+				ui.Contains("Launch template "+fl.lt+" in eu-west-1: default version is 1 again") != (tc.hotpath == 1) {
+				t.Errorf("defaults %d and %d, want %d and %d; err %v\n%s", lts[fl.lt].Default, lts[other].Default, tc.hotpath, tc.b, err, ui.Text())
 			}
 		})
 	}
-}
-
-// TestRolloutSeveral: with AMIs in two regions, the parameter of each
-// is published even when the first already names its AMI; with two
-// targets, the one whose default version moved gets it back after a
-// failure even when it comes after one whose default did not move.
-func TestRolloutSeveral(t *testing.T) {
-	t.Run("regions", func(t *testing.T) {
-		fl := newFleet(t)
-		us := fl.f.AddImage("us-east-1", "hotpath 2")
-		fl.f.PutParameterValue("eu-west-1", param, fl.new)
-		in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + fl.new + ",us-east-1:" + us}
-		ui := new(uitest.UI)
-		if _, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{}}).PostProcess(context.Background(), ui, in); err != nil {
-			t.Fatalf("%v\n%s", err, ui.Text())
-		}
-		if pm, ok := fl.f.Parameter("us-east-1", param); !ok || pm.Value != us {
-			t.Errorf("us-east-1's parameter %+v (exists %v), want %s", pm, ok, us)
-		}
-		if !ui.Contains("SSM parameter " + param + " in eu-west-1 is already " + fl.new) {
-			t.Errorf("UI:\n%s", ui.Text())
-		}
-	})
-	t.Run("templates", func(t *testing.T) {
-		fl := newFleet(t)
-		other := fl.f.AddLaunchTemplate("eu-west-1", "hotpath-b", fl.old)
-		fl.f.FailRefresh("eu-west-1", "web-b", 30, "unhealthy")
-		ui := new(uitest.UI)
-		_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{
-			{"launch_template_name": "hotpath-b"},
-			{"launch_template_name": "hotpath", "set_default_version": true, "auto_scaling_groups": []string{"web-a", "web-b"}},
-		}}).PostProcess(context.Background(), ui, fl.input())
-		if err == nil {
-			t.Fatal("the roll-out succeeded")
-		}
-		lts := fl.f.LaunchTemplates()
-		if lts[fl.lt].Default != 1 || lts[other].Default != 1 || len(lts[other].Images) != 2 {
-			t.Errorf("defaults %d and %d, want 1 back and 1 unchanged\n%s", lts[fl.lt].Default, lts[other].Default, ui.Text())
-		}
-	})
 }
 
 // TestRolloutParameterDataType: a parameter of another data type cannot
