@@ -153,10 +153,40 @@ func TestTreeIdentityByContent(t *testing.T) {
 	}
 }
 
+// TestResolveSourceMissing: a source the user named that is not there
+// is reported as such (the apt-get hint is for the default tarball only).
 func TestResolveSourceMissing(t *testing.T) {
-	_, err := ResolveSource(context.Background(), filepath.Join(t.TempDir(), "nope.tar.xz"), t.TempDir(), nil)
-	if err == nil {
-		t.Fatal("missing source accepted")
+	path := filepath.Join(t.TempDir(), "nope.tar.xz")
+	_, err := ResolveSource(context.Background(), path, t.TempDir(), nil)
+	if err == nil || err.Error() != "kernel source: stat "+path+": no such file or directory" {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestKernelVersion: VERSION.PATCHLEVEL[.SUBLEVEL]EXTRAVERSION from the
+// Makefile's first 20 lines, where kbuild keeps them; both of the first
+// two are required.
+func TestKernelVersion(t *testing.T) {
+	late := fakeMakefile + strings.Repeat("NAME = Baby Opossum Posse\n", 15) + "EXTRAVERSION = -late\n"
+	for _, tc := range []struct {
+		name, makefile, want string // want "": an error
+	}{
+		{"full", fakeMakefile, "6.1.99-test"},
+		{"no sublevel, no extraversion", "VERSION = 6\nPATCHLEVEL = 12\n", "6.12"},
+		{"only the head counts", late, "6.1.99-test"},
+		{"no patchlevel", "VERSION = 6\nSUBLEVEL = 1\n", ""},
+		{"no version", "PATCHLEVEL = 1\nSUBLEVEL = 1\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "Makefile")
+			if err := os.WriteFile(p, []byte(tc.makefile), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := kernelVersion(p)
+			if tc.want == "" && (err == nil || !strings.Contains(err.Error(), "has no VERSION/PATCHLEVEL")) || tc.want != "" && got != tc.want {
+				t.Errorf("version %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package fakeaws
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,6 +30,10 @@ type LaunchTemplate struct {
 type VersionOptions struct {
 	HTTPEndpoint, HTTPTokens, HTTPProtocolIPv6 string
 	IPv6AddressCount                           int
+	// Interface is set when the version was given a network interface
+	// at all (an IPv6 address count of 0 included): EC2 then replaces
+	// the source version's interfaces with it.
+	Interface bool
 }
 
 // Group is an Auto Scaling group: its instances run one launch template
@@ -63,6 +68,11 @@ type Refresh struct {
 	Warmup, CheckDelay            int
 	Checkpoints                   []int
 	SkipMatching, AutoRollback    bool
+	// Given lists the preferences the request carried (their names, as
+	// InstanceWarmup, sorted): a preference left out takes Auto Scaling's
+	// default (the group's grace period for InstanceWarmup), which the
+	// zero above cannot tell from a 0 given.
+	Given []string
 	// failAt, when > 0, is the percentage at which replacements stop
 	// passing health checks.
 	failAt     int
@@ -375,6 +385,15 @@ func (s *Server) startInstanceRefresh(p map[string]string, region string) (strin
 // refreshPreferences reads and checks a StartInstanceRefresh's
 // Preferences into rf.
 func refreshPreferences(rf *Refresh, p map[string]string) *Fault {
+	for k := range p {
+		if name, ok := strings.CutPrefix(k, "Preferences."); ok {
+			name, _, _ = strings.Cut(name, ".")
+			if !slices.Contains(rf.Given, name) {
+				rf.Given = append(rf.Given, name)
+			}
+		}
+	}
+	slices.Sort(rf.Given)
 	if v, ok := p["Preferences.MinHealthyPercentage"]; ok {
 		rf.MinHealthy, _ = strconv.Atoi(v)
 	}
@@ -570,6 +589,11 @@ func versionOptions(p map[string]string) (VersionOptions, *Fault) {
 		return o, badParam("%sHttpTokens must be required or optional", md)
 	}
 	const ni = "LaunchTemplateData.NetworkInterface.1."
+	for k := range p {
+		if strings.HasPrefix(k, "LaunchTemplateData.NetworkInterface.") {
+			o.Interface = true
+		}
+	}
 	if c := p[ni+"Ipv6AddressCount"]; c != "" {
 		n, err := strconv.Atoi(c)
 		if err != nil || n < 0 {

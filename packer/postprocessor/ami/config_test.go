@@ -37,12 +37,13 @@ func TestPrepareDefaults(t *testing.T) {
 		name      string
 		got, want interface{}
 	}{
-		{"max_retries", c.MaxRetries, DefaultMaxRetries},
-		{"upload_workers", c.UploadWorkers, DefaultUploadWorkers},
-		{"upload_attempts", c.UploadAttempts, DefaultUploadAttempts},
-		{"snapshot_timeout", c.SnapshotTimeout, DefaultSnapshotTimeout},
-		{"wait_timeout", c.WaitTimeout, DefaultWaitTimeout},
-		{"poll_interval", c.PollInterval, DefaultPollInterval},
+		// The values the keys' documentation gives.
+		{"max_retries", c.MaxRetries, 8},
+		{"upload_workers", c.UploadWorkers, 16},
+		{"upload_attempts", c.UploadAttempts, 5},
+		{"snapshot_timeout", c.SnapshotTimeout, time.Hour},
+		{"wait_timeout", c.WaitTimeout, time.Hour},
+		{"poll_interval", c.PollInterval, 5 * time.Second},
 		{"volume_size", c.VolumeSize, int64(0)},
 		{"encrypt_boot", c.EncryptBoot, false},
 		{"region", c.RawRegion, "eu-west-1"},
@@ -196,6 +197,110 @@ func TestPrepareErrors(t *testing.T) {
 				t.Errorf("error %q does not mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPrepareLimits: a value at a documented limit is accepted (one past
+// it is refused, in TestPrepareErrors), and so is an encrypted AMI that
+// is not shared, which may use the account's default key.
+func TestPrepareLimits(t *testing.T) {
+	role := func(kv ...interface{}) map[string]interface{} {
+		m := map[string]interface{}{"role_arn": "arn:aws:iam::123456789012:role/x"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	arns := make([]string, 10)
+	for i := range arns {
+		arns[i] = "arn:aws:iam::123456789012:policy/p" + strings.Repeat("x", i)
+	}
+	for _, tc := range []struct {
+		name string
+		raw  map[string]interface{}
+	}{
+		{"description of 255", with("ami_description", strings.Repeat("d", 255))},
+		{"tag key of 128", with("tags", map[string]string{strings.Repeat("k", 128): "v"})},
+		{"tag value of 256", with("snapshot_tags", map[string]string{"k": strings.Repeat("v", 256)})},
+		{"volume of 16384 GiB", with("volume_size", 16384)},
+		{"256 workers", with("upload_workers", 256)},
+		{"snapshot timeout of 10m", with("snapshot_timeout", "10m")},
+		{"snapshot timeout of 72h", with("snapshot_timeout", "72h")},
+		{"shortest session", with("assume_role", role("duration_seconds", 900))},
+		{"longest session", with("assume_role", role("duration_seconds", 43200))},
+		{"session name of 64", with("assume_role", role("session_name", strings.Repeat("s", 64)))},
+		{"10 policy arns", with("assume_role", role("policy_arns", arns))},
+		{"encrypted with the default key, not shared", with("encrypt_boot", true)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			if _, err := c.Prepare(tc.raw); err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestPrepareReportsEach: a problem found does not hide the next one of
+// the same loop or check, and sharing by organization, by OU or of the
+// snapshots counts as sharing for the key check.
+func TestPrepareReportsEach(t *testing.T) {
+	const managed = "encrypt_boot without kms_key_id cannot be shared"
+	for _, tc := range []struct {
+		name string
+		raw  map[string]interface{}
+		want []string
+	}{
+		{"region kms keys", with("encrypt_boot", true, "ami_regions", []string{"us-east-1"},
+			"region_kms_key_ids", map[string]string{"ap-south-1": "arn:aws:kms:ap-south-1:123456789012:key/a", "us-east-1": "alias/mine"}),
+			[]string{"region_kms_key_ids: ap-south-1 is neither region nor one of ami_regions", `region_kms_key_ids[us-east-1] "alias/mine" must be a KMS key ARN`}},
+		{"shared by organization", with("encrypt_boot", true, "ami_org_arns", []string{"arn:aws:organizations::123456789012:organization/o-abcdefghij"}),
+			[]string{managed}},
+		{"shared by OU", with("encrypt_boot", true, "ami_ou_arns", []string{"arn:aws:organizations::123456789012:ou/o-abcdefghij/ou-ab12-cdefgh34"}),
+			[]string{managed}},
+		{"public snapshots", with("encrypt_boot", true, "snapshot_groups", []string{"all"}),
+			[]string{"encrypted snapshots cannot be made public", managed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			_, err := c.Prepare(tc.raw)
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestPrepareEndpoints: every custom endpoint must be an http(s) URL with
+// a host, and each malformed one is reported, whichever order the keys
+// are checked in (a map's) and whichever are left empty.
+func TestPrepareEndpoints(t *testing.T) {
+	keys := []string{"custom_endpoint_ec2", "custom_endpoint_ebs", "custom_endpoint_sts", "custom_endpoint_ssm", "custom_endpoint_autoscaling"}
+	for _, k := range keys {
+		for _, tc := range []struct{ url, want string }{
+			{"ftp://x", "is not an http(s) URL"},
+			{"http://", "is not an http(s) URL"},
+			{"http://[::1", "is not an http(s) URL"},
+			{"http://127.0.0.1:1", ""},
+			{"https://ec2.eu-west-1.amazonaws.com", ""},
+		} {
+			var c Config
+			_, err := c.Prepare(with(k, tc.url))
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), k+` "`+tc.url+`" `+tc.want)) {
+				t.Errorf("%s = %q: error %v, want %q", k, tc.url, err, tc.want)
+			}
+		}
+	}
+	for range 20 {
+		var c Config
+		_, err := c.Prepare(with(keys[1], "ftp://b", keys[3], "ftp://d", keys[4], "ftp://e"))
+		for _, k := range []string{keys[1], keys[3], keys[4]} {
+			if err == nil || !strings.Contains(err.Error(), k+" ") {
+				t.Fatalf("error %v does not name %s", err, k)
+			}
+		}
 	}
 }
 

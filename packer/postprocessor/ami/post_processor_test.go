@@ -169,7 +169,7 @@ func TestPostProcess(t *testing.T) {
 		if im.ID != art.Amis[im.Region] {
 			t.Errorf("image %s in %s not in the artifact %v", im.ID, im.Region, art.Amis)
 		}
-		if im.State != "available" || im.Tags["Team"] != "perf" || strings.Join(im.LaunchUsers, ",") != "111122223333" || strings.Join(im.LaunchGroups, ",") != "all" {
+		if im.State != "available" || im.Description != "tuned appliance" || im.Tags["Team"] != "perf" || strings.Join(im.LaunchUsers, ",") != "111122223333" || strings.Join(im.LaunchGroups, ",") != "all" {
 			t.Errorf("image %+v", im)
 		}
 		if im.Region != "eu-west-1" && (im.SourceImageID != art.Amis["eu-west-1"] || im.SourceRegion != "eu-west-1") {
@@ -207,7 +207,9 @@ func TestPostProcess(t *testing.T) {
 			t.Errorf("snapshot %s in %s tags %v", sn.ID, sn.Region, sn.Tags)
 		}
 	}
-	for _, want := range []string{"blocks 4/4 (100.0%), 3 written", "MiB/s", "ETA", "AMI " + art.Amis["us-east-1"] + " is available in us-east-1"} {
+	for _, want := range []string{"blocks 4/4 (100.0%), 3 written", "MiB/s", "ETA", "AMI " + art.Amis["us-east-1"] + " is available in us-east-1",
+		`AMI name "hotpath test" is free in 3 region(s)`, "into a new 1 GiB EBS snapshot in eu-west-1",
+		"Snapshot " + snap + ": 3 of 4 blocks written (1 skipped), aggregate SHA-256 "} {
 		if !ui.Contains(want) {
 			t.Errorf("UI does not say %q:\n%s", want, ui.Text())
 		}
@@ -601,42 +603,54 @@ func TestPostProcessSnapshotError(t *testing.T) {
 
 // TestPostProcessProtectionCooldown: protection enabled with cooldown
 // holds for 24 hours after it is disabled. When the protection of the
-// second region fails, the first region's AMI cannot be deregistered in
-// clean-up: the plugin keeps it and its snapshot and names the time after
-// which they can go, instead of deregistrations bound to fail; the copy
-// that was never protected is deleted.
+// second region (in sorted order) fails, the first region's AMI (the
+// registered one, or a copy) cannot be deregistered in clean-up: the
+// plugin keeps it and its snapshot and names the time after which they
+// can go, instead of deregistrations bound to fail; every AMI that was
+// never protected is deleted, whatever its place among ami_regions.
 func TestPostProcessProtectionCooldown(t *testing.T) {
-	f := fakeaws.New("AKIDPP", "secret")
-	defer f.Close()
-	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
-	f.OnCall = func(op string, status int) {
-		if op == "EnableImageDeregistrationProtection" && status == 200 {
-			f.Inject(op, fakeaws.Fault{Status: 403, Code: "UnauthorizedOperation", Message: "You are not authorized"})
-		}
-	}
-	pp := newPP(t, f, map[string]interface{}{
-		"ami_regions":               []string{"us-east-1"},
-		"deregistration_protection": map[string]interface{}{"enabled": true, "with_cooldown": true},
-	})
-	ui := new(uitest.UI)
-	_, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path))
-	t.Logf("UI:\n%s", ui.Text())
-	if err == nil || !strings.Contains(err.Error(), "deregistration protection with cooldown holds until") {
-		t.Fatalf("err %v", err)
-	}
-	if n := f.CountCalls("DeregisterImage", 400); n != 0 {
-		t.Errorf("%d deregistrations refused: clean-up tried an AMI under cooldown", n)
-	}
-	imgs := f.Images()
-	if len(imgs) != 1 || imgs[0].Region != "eu-west-1" || imgs[0].ProtectedUntil.IsZero() {
-		t.Fatalf("images left %+v, want the protected eu-west-1 AMI only", imgs)
-	}
-	if !strings.Contains(err.Error(), "AMI "+imgs[0].ID+" and its snapshot in eu-west-1") {
-		t.Errorf("err %v does not name %s", err, imgs[0].ID)
-	}
-	snaps := f.Snapshots()
-	if len(snaps) != 1 || snaps[0].ID != imgs[0].SnapshotID {
-		t.Errorf("snapshots left %+v, want only %s's", snaps, imgs[0].ID)
+	for _, tc := range []struct {
+		region string
+		copies []string
+	}{
+		{"eu-west-1", []string{"us-east-1"}},
+		{"us-east-1", []string{"eu-west-1", "us-west-2"}},
+	} {
+		t.Run(tc.region, func(t *testing.T) {
+			f := fakeaws.New("AKIDPP", "secret")
+			defer f.Close()
+			path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+			f.OnCall = func(op string, status int) {
+				if op == "EnableImageDeregistrationProtection" && status == 200 {
+					f.Inject(op, fakeaws.Fault{Status: 403, Code: "UnauthorizedOperation", Message: "You are not authorized"})
+				}
+			}
+			pp := newPP(t, f, map[string]interface{}{
+				"region":                    tc.region,
+				"ami_regions":               tc.copies,
+				"deregistration_protection": map[string]interface{}{"enabled": true, "with_cooldown": true},
+			})
+			ui := new(uitest.UI)
+			_, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path))
+			t.Logf("UI:\n%s", ui.Text())
+			if err == nil || !strings.Contains(err.Error(), "deregistration protection with cooldown holds until") {
+				t.Fatalf("err %v", err)
+			}
+			if n := f.CountCalls("DeregisterImage", 400); n != 0 {
+				t.Errorf("%d deregistrations refused: clean-up tried an AMI under cooldown", n)
+			}
+			imgs := f.Images()
+			if len(imgs) != 1 || imgs[0].Region != "eu-west-1" || imgs[0].ProtectedUntil.IsZero() {
+				t.Fatalf("images left %+v, want the protected eu-west-1 AMI only", imgs)
+			}
+			if !strings.Contains(err.Error(), "AMI "+imgs[0].ID+" and its snapshot in eu-west-1") {
+				t.Errorf("err %v does not name %s", err, imgs[0].ID)
+			}
+			snaps := f.Snapshots()
+			if len(snaps) != 1 || snaps[0].ID != imgs[0].SnapshotID {
+				t.Errorf("snapshots left %+v, want only %s's", snaps, imgs[0].ID)
+			}
+		})
 	}
 }
 

@@ -70,9 +70,13 @@ func TestSecureBootCertsRoundTrip(t *testing.T) {
 		"tpm_support":       "v2.0",
 		"secure_boot_certs": map[string]interface{}{"pk": pk, "kek": []string{kek}, "db": []string{db}},
 	})
-	a, _, _, err := pp.PostProcess(context.Background(), new(uitest.UI), &packersdk.MockArtifact{FilesValue: []string{path, mp}})
+	ui := new(uitest.UI)
+	a, _, _, err := pp.PostProcess(context.Background(), ui, &packersdk.MockArtifact{FilesValue: []string{path, mp}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s := "(x86_64, UEFI, ENA, IMDSv2 only, NitroTPM v2.0, UEFI variables (Secure Boot keys))..."; !ui.Contains(s) {
+		t.Errorf("UI does not say %q:\n%s", s, ui.Text())
 	}
 	ims := f.Images()
 	if len(ims) != 1 {
@@ -154,7 +158,10 @@ func TestPrepareSecureBootRefusals(t *testing.T) {
 	garbage := filepath.Join(dir, "garbage.der")
 	os.WriteFile(garbage, []byte("not DER at all"), 0o644)
 	good, _ := uefivars.Encode([]uefivars.Variable{{Name: "BootOrder", GUID: uefivars.GlobalVariable, Attrs: 7, Data: []byte{0, 0}}})
-	badDB, _ := uefivars.Encode([]uefivars.Variable{{Name: "db", GUID: uefivars.ImageSecurityDatabase, Attrs: uefivars.SecureBootAttrs, Data: []byte("short")}})
+	bad := func(name string, guid uefivars.GUID) string {
+		s, _ := uefivars.Encode([]uefivars.Variable{{Name: name, GUID: guid, Attrs: uefivars.SecureBootAttrs, Data: []byte("short")}})
+		return s
+	}
 	certs := func(pk string, kek, db []string) map[string]interface{} {
 		return map[string]interface{}{"pk": pk, "kek": kek, "db": db}
 	}
@@ -165,11 +172,15 @@ func TestPrepareSecureBootRefusals(t *testing.T) {
 	}{
 		{"uefi_data not base64", with("uefi_data", "@@@"), "uefi_data does not decode"},
 		{"uefi_data not a store", with("uefi_data", "aGVsbG8gd29ybGQsIHRoaXMgaXMgbm90IGEgc3RvcmU="), "uefi_data does not decode"},
-		{"uefi_data with a bad db", with("uefi_data", badDB), "uefi_data: db"},
+		{"uefi_data with a bad db", with("uefi_data", bad("db", uefivars.ImageSecurityDatabase)), "uefi_data: db"},
+		{"uefi_data with a bad PK", with("uefi_data", bad("PK", uefivars.GlobalVariable)), "uefi_data: PK"},
+		{"uefi_data with a bad KEK", with("uefi_data", bad("KEK", uefivars.GlobalVariable)), "uefi_data: KEK"},
 		{"pk a private key", with("secure_boot_certs", certs(notCert, []string{pk}, []string{pk})), "not a CERTIFICATE"},
 		{"db not DER", with("secure_boot_certs", certs(pk, []string{pk}, []string{garbage})), "is not an X.509 certificate"},
 		{"no db", with("secure_boot_certs", certs(pk, []string{pk}, nil)), "at least one db"},
 		{"no pk", with("secure_boot_certs", certs("", []string{pk}, []string{pk})), "pk is required"},
+		{"kek alone", with("secure_boot_certs", certs("", []string{pk}, nil)), "pk is required"},
+		{"pk alone", with("secure_boot_certs", certs(pk, nil, nil)), "at least one db"},
 		{"both", with("uefi_data", good, "secure_boot_certs", certs(pk, []string{pk}, []string{pk})), "give one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,4 +195,58 @@ func TestPrepareSecureBootRefusals(t *testing.T) {
 	if _, err := c.Prepare(with("uefi_data", good)); err != nil || c.uefiData != good {
 		t.Errorf("a store that decodes: %v", err)
 	}
+}
+
+// TestSecureBootPCRFromUEFIData: PCR 7's reference from a uefi_data store
+// as EC2 gets it: PK, KEK, db (the signer second of two certificates) and
+// dbx (a list of SHA-256 hashes, which Prepare does not take for
+// certificates) are found by name and vendor GUID, and the store's other
+// variables (BootOrder after KEK, dbt after dbx) are not mistaken for them.
+func TestSecureBootPCRFromUEFIData(t *testing.T) {
+	dir := t.TempDir()
+	_, pk := certFile(t, dir, "pk")
+	_, kek := certFile(t, dir, "kek")
+	_, other := certFile(t, dir, "other")
+	_, signer := certFile(t, dir, "signer")
+	db := uefivars.SignatureLists([][]byte{other, signer})
+	// One EFI_SIGNATURE_LIST of EFI_CERT_SHA256_GUID with one hash.
+	dbx := append(mustGUID(t, "c1c41626-504c-4092-aca9-41f936934328"), 28+48, 0, 0, 0, 0, 0, 0, 0, 48, 0, 0, 0)
+	dbx = append(append(dbx, uefivars.HotpathOwner[:]...), bytes.Repeat([]byte{0xab}, 32)...)
+	const sb = uefivars.SecureBootAttrs
+	data, err := uefivars.Encode([]uefivars.Variable{
+		{Name: "PK", GUID: uefivars.GlobalVariable, Attrs: sb, Data: uefivars.SignatureLists([][]byte{pk})},
+		{Name: "KEK", GUID: uefivars.GlobalVariable, Attrs: sb, Data: uefivars.SignatureLists([][]byte{kek})},
+		{Name: "BootOrder", GUID: uefivars.GlobalVariable, Attrs: 7, Data: []byte{0, 0}},
+		{Name: "db", GUID: uefivars.ImageSecurityDatabase, Attrs: sb, Data: db},
+		{Name: "dbx", GUID: uefivars.ImageSecurityDatabase, Attrs: sb, Data: dbx},
+		{Name: "dbt", GUID: uefivars.ImageSecurityDatabase, Attrs: sb, Data: uefivars.SignatureLists([][]byte{other})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	if _, err := c.Prepare(with("uefi_data", data)); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(signer)
+	m := &manifest.Manifest{Format: manifest.Format, Architecture: "amd64", Signature: &manifest.Signature{CertSHA256: hex.EncodeToString(sum[:])}}
+	mp := filepath.Join(dir, "manifest.json")
+	if err := m.WriteFile(mp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := imageMeasurements(&packersdk.MockArtifact{FilesValue: []string{mp}}, c.uefiVars)
+	entry, ok := pcr.DBEntry(db, signer)
+	want := pcr.SecureBootPolicyValue(pcr.SecureBootVars{PK: uefivars.SignatureLists([][]byte{pk}), KEK: uefivars.SignatureLists([][]byte{kek}), DB: db, DBX: dbx}, entry)
+	if err != nil || !ok || len(got) != 1 || got[0].PCR != 7 || got[0].SHA256 != want.Digests["sha256"] || got[0].SHA384 != want.Digests["sha384"] {
+		t.Errorf("measurements %+v, %v; want PCR 7 %v", got, err, want.Digests)
+	}
+}
+
+func mustGUID(t *testing.T, s string) []byte {
+	t.Helper()
+	g, err := uefivars.ParseGUID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g[:]
 }

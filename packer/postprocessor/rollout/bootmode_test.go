@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hotpath-dev/hotpath/packer/internal/fakeaws"
 	"github.com/hotpath-dev/hotpath/packer/internal/uitest"
 )
@@ -97,6 +100,8 @@ func TestRolloutMixedInstances(t *testing.T) {
 		{"graviton, legacy-bios", "legacy-bios", func(string) []fakeaws.Override { return []fakeaws.Override{{InstanceType: "c7gn.xlarge"}} },
 			[]string{"launches c7gn.xlarge", "boots only [uefi]", `boot mode "legacy-bios"`}},
 		{"metal of another template", "uefi", func(o string) []fakeaws.Override { return []fakeaws.Override{virt, metal(o)} }, nil},
+		{"metal after another template's", "uefi", func(o string) []fakeaws.Override { return []fakeaws.Override{metal(o), metal("")} },
+			[]string{"(override 2) launches c5n.metal"}},
 		{"metal of this template, named", "uefi", func(string) []fakeaws.Override { return []fakeaws.Override{metal("this")} },
 			[]string{"launches c5n.metal"}},
 		{"attributes, uefi", "uefi", func(string) []fakeaws.Override { return []fakeaws.Override{reqs("excluded")} },
@@ -147,7 +152,7 @@ func TestRolloutGroupNotFound(t *testing.T) {
 	_, _, _, err := fl.pp(t, map[string]interface{}{"target": []map[string]interface{}{{
 		"launch_template_name": "hotpath", "set_default_version": true, "auto_scaling_groups": []string{"web-a", "web-c"},
 	}}}).PostProcess(context.Background(), new(uitest.UI), fl.input())
-	if err == nil || !strings.Contains(err.Error(), "Auto Scaling group web-c not found") || !strings.Contains(err.Error(), "nothing was changed") {
+	if err == nil || !strings.Contains(err.Error(), "Auto Scaling group web-c not found") || !strings.HasSuffix(err.Error(), "; nothing was changed") {
 		t.Fatalf("error %v, want web-c not found", err)
 	}
 	fl.unchanged(t)
@@ -172,4 +177,47 @@ func TestRolloutManyGroups(t *testing.T) {
 		t.Fatalf("error %v, want web-52 (in the second call) refused", err)
 	}
 	fl.unchanged(t)
+}
+
+// TestSameTemplate: an override's launch template is the target's when
+// its id matches, or, given by name only, its name does.
+func TestSameTemplate(t *testing.T) {
+	v := &ec2types.LaunchTemplateVersion{LaunchTemplateId: aws.String("lt-0a"), LaunchTemplateName: aws.String("hotpath")}
+	for _, tc := range []struct {
+		id, name string
+		want     bool
+	}{
+		{"lt-0a", "", true},
+		{"lt-0b", "hotpath", false}, // the id decides
+		{"", "hotpath", true},
+		{"", "hotpath-metal", false},
+	} {
+		s := &astypes.LaunchTemplateSpecification{LaunchTemplateId: nilIfEmpty(tc.id), LaunchTemplateName: nilIfEmpty(tc.name)}
+		if got := sameTemplate(s, v); got != tc.want {
+			t.Errorf("override's template id %q name %q: same %v, want %v", tc.id, tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestBootsWith: a uefi or legacy-bios AMI needs a type that boots that
+// mode; a uefi-preferred AMI, or one without a boot mode, boots on any
+// type that boots at all.
+func TestBootsWith(t *testing.T) {
+	for _, tc := range []struct {
+		supported []string
+		ami       string
+		want      bool
+	}{
+		{[]string{"legacy-bios"}, "uefi", false},
+		{[]string{"legacy-bios", "uefi"}, "uefi", true},
+		{[]string{"uefi"}, "legacy-bios", false},
+		{[]string{"legacy-bios"}, "uefi-preferred", true},
+		{[]string{"uefi"}, "", true},
+		{nil, "uefi-preferred", false},
+		{nil, "", false},
+	} {
+		if got := bootsWith(tc.supported, tc.ami); got != tc.want {
+			t.Errorf("type booting %v, AMI %q: %v, want %v", tc.supported, tc.ami, got, tc.want)
+		}
+	}
 }

@@ -21,7 +21,9 @@ func TestRolloutIPv6Options(t *testing.T) {
 		want  fakeaws.VersionOptions
 	}{
 		{"ipv6", map[string]interface{}{"http_protocol_ipv6": true, "ipv6_address_count": 1},
-			fakeaws.VersionOptions{HTTPEndpoint: "enabled", HTTPTokens: "required", HTTPProtocolIPv6: "enabled", IPv6AddressCount: 1}},
+			fakeaws.VersionOptions{HTTPEndpoint: "enabled", HTTPTokens: "required", HTTPProtocolIPv6: "enabled", IPv6AddressCount: 1, Interface: true}},
+		{"metadata only", map[string]interface{}{"http_protocol_ipv6": true},
+			fakeaws.VersionOptions{HTTPEndpoint: "enabled", HTTPTokens: "required", HTTPProtocolIPv6: "enabled"}},
 		{"default", nil, fakeaws.VersionOptions{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
