@@ -118,6 +118,11 @@ CONFIG_NEG=-5
 		{"I >= 64", 'y'}, {"I >= 65", 'n'}, {"I >= 63", 'y'},
 		{"64 > I", 'n'}, {"64 >= I", 'y'}, {"65 > I", 'y'},
 		{"I = 64", 'y'}, {"I = 65", 'n'}, {"I != 64", 'n'}, {"I != 65", 'y'},
+		// int and hex compared as numbers, as Kconfig does; a leading 0
+		// is decimal.
+		{"I = 0x40", 'y'}, {"I != 0x40", 'n'}, {"I = 064", 'y'}, {"H = 16", 'y'},
+		{"H > 0xf", 'y'}, {"H < 0xff", 'y'}, {"0xff > 0xfe", 'y'}, {"0xff = 255", 'y'},
+		{"-0x10 < -15", 'y'}, {"S = 64", 'n'}, {"S != 64", 'y'},
 		{"H > 15", 'y'}, {"H > 16", 'n'}, {"H >= 16", 'y'}, {"H < 17", 'y'},
 		{"0x10 > 15", 'y'}, {"0x10 < 16", 'n'}, {"H = 0x10", 'y'},
 		{"NEG < 0", 'y'}, {"NEG > -6", 'y'}, {"NEG >= -5", 'y'}, {"NEG < -5", 'n'},
@@ -217,8 +222,8 @@ CONFIG_I=64
 }
 
 // TestIsNumber guards which terms are numbers (compared as values, not
-// looked up as symbols): decimal and 0x-hex, optionally negative, starting
-// with a digit.
+// looked up as symbols): decimal, or 0x and hex digits (0xff too),
+// optionally negative.
 func TestIsNumber(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -226,6 +231,7 @@ func TestIsNumber(t *testing.T) {
 	}{
 		{"0", true}, {"9", true}, {"42", true}, {"-1", true}, {"-0", true},
 		{"0x1f", true}, {"0x10", true}, {"-0x10", true}, {"0x0", true},
+		{"0xff", true}, {"0xA", true}, {"1f", false}, {"ff", false},
 		{"0xZZ", false}, {"abc", false}, {"", false}, {"-", false}, {"0x", false}, {"-0x", false},
 		{"12g", false}, {"g12", false}, {"1.5", false}, {"x1", false}, {"A", false}, {"--1", false},
 	}
