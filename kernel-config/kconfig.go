@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -308,17 +309,20 @@ func (p *exprParser) unary() byte {
 		p.next()
 		b := p.next()
 		va, vb := p.value(a), p.value(b)
+		// Kconfig compares two int or hex values as numbers (0x40 = 64)
+		// and anything else as text (scripts/kconfig/expr.c
+		// expr_calc_value, sym_string_valid).
+		x, e1 := parseNumber(va)
+		y, e2 := parseNumber(vb)
+		numeric := e1 == nil && e2 == nil
 		var r bool
 		switch op {
 		case "=":
-			r = va == vb
+			r = va == vb || numeric && x == y
 		case "!=":
-			r = va != vb
+			r = va != vb && !(numeric && x == y)
 		default:
-			var x, y int
-			_, e1 := fmt.Sscan(va, &x)
-			_, e2 := fmt.Sscan(vb, &y)
-			if e1 != nil || e2 != nil {
+			if !numeric {
 				return 'y' // cannot tell: do not blame this condition
 			}
 			r = map[string]bool{"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
@@ -404,10 +408,30 @@ func isCmp(t string) bool {
 	return false
 }
 
+// isNumber reports whether t is an int or hex constant: decimal digits, or
+// 0x and hex digits (0xff as much as 0x1f), optionally negative.
 func isNumber(t string) bool {
 	t = strings.TrimPrefix(t, "-")
-	if strings.HasPrefix(t, "0x") {
-		t = t[2:]
+	if h, ok := strings.CutPrefix(t, "0x"); ok {
+		return h != "" && strings.Trim(h, "0123456789abcdefABCDEF") == ""
 	}
-	return t != "" && strings.Trim(t, "0123456789abcdefABCDEF") == "" && (t[0] >= '0' && t[0] <= '9')
+	return t != "" && strings.Trim(t, "0123456789") == ""
+}
+
+// parseNumber reads an int or hex value as Kconfig writes them.
+func parseNumber(s string) (int64, error) {
+	if !isNumber(s) {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	base := 10 // a leading 0 is not octal in Kconfig
+	if h, ok := strings.CutPrefix(s, "0x"); ok {
+		s, base = h, 16
+	}
+	v, err := strconv.ParseInt(s, base, 64)
+	if neg {
+		v = -v
+	}
+	return v, err
 }
