@@ -67,11 +67,7 @@ func forceDeregister(ctx context.Context, client *ec2.Client, id string, snapsho
 	}
 	var snaps []string
 	for _, im := range out.Images {
-		for _, m := range im.BlockDeviceMappings {
-			if m.Ebs != nil && m.Ebs.SnapshotId != nil {
-				snaps = append(snaps, *m.Ebs.SnapshotId)
-			}
-		}
+		snaps = append(snaps, ebsSnapshots(im)...)
 	}
 	if _, err := client.DeregisterImage(ctx, &ec2.DeregisterImageInput{ImageId: aws.String(id)}); err != nil {
 		return err
@@ -85,4 +81,18 @@ func forceDeregister(ctx context.Context, client *ec2.Client, id string, snapsho
 		}
 	}
 	return nil
+}
+
+// ebsSnapshots returns the EBS snapshots an AMI's block device mappings
+// name, in their order. An instance-store mapping (VirtualName, Ebs nil)
+// and an EBS mapping without a snapshot (an empty volume) name none: an
+// AMI of the same name made by another tool may have either.
+func ebsSnapshots(im types.Image) []string {
+	var snaps []string
+	for _, m := range im.BlockDeviceMappings {
+		if m.Ebs != nil && m.Ebs.SnapshotId != nil {
+			snaps = append(snaps, *m.Ebs.SnapshotId)
+		}
+	}
+	return snaps
 }

@@ -529,10 +529,8 @@ func imageSnapshot(ctx context.Context, client *ec2.Client, id string) (snap str
 		return "", "", fmt.Errorf("describe %s: %w", id, err)
 	}
 	for _, im := range out.Images {
-		for _, m := range im.BlockDeviceMappings {
-			if m.Ebs != nil && m.Ebs.SnapshotId != nil {
-				return *m.Ebs.SnapshotId, im.State, nil
-			}
+		if snaps := ebsSnapshots(im); len(snaps) > 0 {
+			return snaps[0], im.State, nil
 		}
 		if im.State == types.ImageStatePending {
 			return "", im.State, nil
