@@ -589,3 +589,28 @@ func TestRolloutParameterDataType(t *testing.T) {
 		t.Errorf("%d PutParameter/CreateLaunchTemplateVersion calls after the refusal", n)
 	}
 }
+
+// TestRolloutParameterAlreadyPublished: a region whose parameter already
+// holds its new AMI (a roll-out run again) is left as it is, and the
+// regions after it are still published.
+func TestRolloutParameterAlreadyPublished(t *testing.T) {
+	fl := newFleet(t)
+	fl.f.PutParameterValue("eu-west-1", param, fl.new)
+	before, _ := fl.f.Parameter("eu-west-1", param)
+	east := fl.f.AddImage("us-east-1", "hotpath 2")
+	fl.f.PutParameterValue("us-east-1", param, fl.old)
+	ui := new(uitest.UI)
+	in := &packersdk.MockArtifact{BuilderIdValue: "hotpath.post-processor.ami", IdValue: "eu-west-1:" + fl.new + ",us-east-1:" + east}
+	if _, _, _, err := fl.pp(t, nil).PostProcess(context.Background(), ui, in); err != nil {
+		t.Fatalf("%v\n%s", err, ui.Text())
+	}
+	if says := "SSM parameter " + param + " in eu-west-1 is already " + fl.new; !ui.Contains(says) {
+		t.Errorf("UI does not say %q:\n%s", says, ui.Text())
+	}
+	if pm, _ := fl.f.Parameter("eu-west-1", param); fmt.Sprint(pm) != fmt.Sprint(before) {
+		t.Errorf("eu-west-1 parameter %+v, want it untouched: %+v", pm, before)
+	}
+	if pm, ok := fl.f.Parameter("us-east-1", param); !ok || pm.Value != east {
+		t.Errorf("us-east-1 parameter %+v (exists %v), want %s", pm, ok, east)
+	}
+}
