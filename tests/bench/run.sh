@@ -276,14 +276,17 @@ fi
 # and shutdown cancelled. Kernel work is not counted: the C floor's figure
 # is its own loop and CRLFCRLF scan only. GODEBUG=asyncpreemptoff=1: the
 # Go runtime's preemption signals are not what is measured (and callgrind,
-# unlike cachegrind, aborts on them).
+# unlike cachegrind, aborts on them). cpu.rdtscp=off: valgrind 3.19's CPUID
+# offers RDTSCP but it cannot run it, and the runtime's spinning lock reads
+# the time with it (runtime.cputicks): SIGILL in 3 of 4 hotpath runs on a
+# 6.18 host, so no figure at all.
 instr_run() { # NAME DEPTH PERCONN -> total instructions
 	local name=$1 depth=$2 n=$3 port out
 	port=$(port_of "$name")
 	out=$WORK/cachegrind.$name.$depth.$n
 	local cmd=("$WORK/$name" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU")
 	[[ $name == cfloor ]] && cmd=("$WORK/cfloor" -addr "127.0.0.1:$port")
-	GODEBUG=asyncpreemptoff=1 taskset -c "$SERVER_CPU" valgrind --tool=cachegrind --cache-sim=no \
+	GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off taskset -c "$SERVER_CPU" valgrind --tool=cachegrind --cache-sim=no \
 		--cachegrind-out-file="$out.out" "${cmd[@]}" 2>"$out.log" &
 	local vpid=$! i
 	for i in $(seq 300); do

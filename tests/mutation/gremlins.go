@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Runner runs gremlins on one target of a stage.
@@ -84,6 +85,16 @@ func (r Runner) Args(t Target, dir string, gen []string) []string {
 	return append(args, dir)
 }
 
+// WarmArgs is the `go` command line, run in the target's staged
+// directory, that builds its test binaries and runs no test.
+func WarmArgs(t Target) []string {
+	pkgs := "."
+	if t.Recursive {
+		pkgs = "./..."
+	}
+	return []string{"test", "-run", "^$", pkgs}
+}
+
 // Run runs gremlins on t; its output goes to Raw/<target>.log.
 func (r Runner) Run(ctx context.Context, s *Stage, t Target) error {
 	dir, err := s.Prepare(t)
@@ -103,6 +114,20 @@ func (r Runner) Run(ctx context.Context, s *Stage, t Target) error {
 		return err
 	}
 	defer log.Close()
+	// Build the target's tests once before gremlins times its coverage run
+	// (build included) and gives every mutant 20 times that: on a cold
+	// build cache packer/postprocessor's coverage run took 4 min 19 s
+	// instead of 12 s, and each mutant that hangs then ran 86 min.
+	warm := exec.CommandContext(ctx, "go", WarmArgs(t)...)
+	warm.Dir = dir
+	warm.Env = TestEnv(r.Env, r.Workers)
+	fmt.Fprintf(log, "warming the build cache: go %s\n", strings.Join(warm.Args[1:], " "))
+	warm.Stdout, warm.Stderr = log, log
+	start := time.Now()
+	if err := warm.Run(); err != nil {
+		return fmt.Errorf("%s: building its tests: %w (see %s)", t.Name(), err, log.Name())
+	}
+	fmt.Fprintf(log, "built in %s\n", time.Since(start).Round(time.Millisecond))
 	cmd := exec.CommandContext(ctx, r.Gremlins, r.Args(t, dir, gen)...)
 	cmd.Dir = s.Root
 	cmd.Env = TestEnv(r.Env, r.Workers)

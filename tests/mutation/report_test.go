@@ -237,3 +237,17 @@ func TestArgs(t *testing.T) {
 		t.Errorf("a directory target must leave out its subdirectories: %q", got)
 	}
 }
+
+func TestWarmArgs(t *testing.T) {
+	for _, tc := range []struct {
+		t    Target
+		want []string
+	}{
+		{Target{Dir: "packer/postprocessor", Recursive: true}, []string{"test", "-run", "^$", "./..."}},
+		{Target{Dir: "server/http1"}, []string{"test", "-run", "^$", "."}},
+	} {
+		if got := WarmArgs(tc.t); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("WarmArgs(%+v) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+}
