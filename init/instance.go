@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ type instance struct {
 	root     string // where the platform's DMI is read (imds.Detect): "/", a temporary tree in tests
 	ec2      bool   // the metadata service was asked (auto on EC2, or on)
 	data     []byte // the user-data, as the metadata service returned it
+	tooLarge string // why the user-data was refused unread (imds.ErrTooLarge), or ""
 	userData report.UserData
 	info     *report.Instance
 	layers   map[string]string // where the baked keys came from (config.Sources)
@@ -61,16 +63,25 @@ func imdsSteps(m *machine) []boot.Step {
 			return err
 		}
 		in.data, err = c.UserData(ictx)
-		if err != nil {
+		switch {
+		case errors.Is(err, imds.ErrTooLarge):
+			// Not EC2's (it stores 16 KiB at most): refused, the baked
+			// configuration holds, and the identity is still read.
+			in.data, in.tooLarge = nil, err.Error()
+		case err != nil:
 			in.userData = report.UserData{Status: report.UserDataError, Note: err.Error()}
 			in.info.Error = err.Error()
 			return fmt.Errorf("user-data: %w", err)
 		}
 		id, err := c.Identity(ictx)
-		in.info.InstanceID, in.info.InstanceType, in.info.AvailabilityZone = id.InstanceID, id.InstanceType, id.AvailabilityZone
-		in.info.AMIID, in.info.MAC, in.info.DeviceNumber = id.AMIID, id.MAC, id.DeviceNumber
-		d["instance_id"], d["instance_type"], d["zone"] = id.InstanceID, id.InstanceType, id.AvailabilityZone
+		in.info.InstanceID, in.info.InstanceType = id.InstanceID.String(), id.InstanceType.String()
+		in.info.Region, in.info.AvailabilityZone = id.Region.String(), id.AvailabilityZone.String()
+		in.info.AMIID, in.info.MAC, in.info.DeviceNumber = id.AMIID.String(), id.MAC.String(), id.DeviceNumber.String()
+		d["instance_id"], d["instance_type"], d["zone"] = in.info.InstanceID, in.info.InstanceType, in.info.AvailabilityZone
 		d["user_data_bytes"] = fmt.Sprint(len(in.data))
+		if in.tooLarge != "" {
+			d["user_data_bytes"] = "more than " + fmt.Sprint(imds.MaxUserData)
+		}
 		if err != nil {
 			in.info.Error = err.Error()
 			return fmt.Errorf("identity: %w", err)
@@ -89,6 +100,12 @@ func userDataSteps(m *machine) []boot.Step {
 		return nil
 	}
 	return []boot.Step{{Name: "user-data", Apply: func(_ context.Context, d boot.Detail) error {
+		if in.tooLarge != "" {
+			in.userData = report.UserData{Status: report.UserDataRejected, Note: in.tooLarge}
+			d["status"] = report.UserDataRejected
+			m.con.Logf("user-data REJECTED: %s", in.tooLarge)
+			return fmt.Errorf("rejected, booting with the baked configuration: %s", in.tooLarge)
+		}
 		next, res := config.ApplyUserData(m.cfg, in.data)
 		in.userData = res
 		d["status"] = res.Status

@@ -1,6 +1,9 @@
 // Package imds is the init's client of the EC2 instance metadata service,
 // IMDSv2 only: every request carries a session token obtained with
-// PUT /latest/api/token, and a plain (IMDSv1) GET is never sent. AMIs that
+// PUT /latest/api/token, and a plain (IMDSv1) GET is never sent. Redirects
+// are never followed: the service does not send any, and following one
+// would send the session token (or a request without it) to another host
+// and take user-data from there. AMIs that
 // hotpath registers require IMDSv2, so an IMDSv1 request would only be a
 // 401 on EC2; not sending one also means a metadata proxy that strips the
 // PUT cannot trick the init into the weaker protocol.
@@ -40,10 +43,18 @@ const (
 // MaxTokenTTL is the longest session EC2 grants (6 hours).
 const MaxTokenTTL = 6 * time.Hour
 
-// MaxBody bounds what one response may hold. EC2 limits user-data to
-// 16 KiB; a larger answer is read up to this limit so that the caller can
-// say how large it was, and beyond it is an error.
-const MaxBody = 1 << 20
+// Bounds of one response body: nothing larger is read. EC2 limits
+// user-data to 16 KiB (before base64) and serves it decoded; a session
+// token is 56 bytes; an identity value is smaller still (MaxValue). Get,
+// for any other item, allows MaxItem.
+const (
+	MaxUserData = 16 << 10
+	MaxToken    = 256
+	MaxItem     = 4 << 10
+)
+
+// ErrTooLarge is wrapped by the error of a response beyond its bound.
+var ErrTooLarge = errors.New("imds: response too large")
 
 // ErrNotFound is returned for a 404: the item does not exist (for
 // user-data: the instance has none).
@@ -117,10 +128,14 @@ func (c *Client) backoff() time.Duration {
 }
 
 func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
-	}
 	c.httpOnce.Do(func() {
+		if c.HTTP != nil {
+			// A caller's client, made not to follow redirects either.
+			hc := *c.HTTP
+			hc.CheckRedirect = refuseRedirect
+			c.hc = &hc
+			return
+		}
 		t := c.Timeout
 		if t <= 0 {
 			t = time.Second
@@ -128,11 +143,15 @@ func (c *Client) http() *http.Client {
 		// No proxy from the environment: the service is link-local and a
 		// proxy would see the token. One connection is reused for the
 		// boot's few requests and closed soon after.
-		c.hc = &http.Client{Timeout: t, Transport: &http.Transport{Proxy: nil, DisableCompression: true,
-			MaxIdleConns: 1, IdleConnTimeout: 10 * time.Second}}
+		c.hc = &http.Client{Timeout: t, CheckRedirect: refuseRedirect, Transport: &http.Transport{Proxy: nil,
+			DisableCompression: true, MaxIdleConns: 1, IdleConnTimeout: 10 * time.Second}}
 	})
 	return c.hc
 }
+
+// refuseRedirect makes the client return a redirect as it is (an error
+// for do) instead of following it.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // TokensFetched returns how many session tokens the client has obtained.
 func (c *Client) TokensFetched() int {
@@ -146,9 +165,15 @@ type StatusError struct {
 	Method, Path string
 	Code         int
 	Body         string
+	// Location is where a redirect (3xx) pointed; it was not followed.
+	Location string
 }
 
 func (e *StatusError) Error() string {
+	if e.Location != "" {
+		return fmt.Sprintf("imds: %s %s: %d %s to %q: redirects are not followed", e.Method, e.Path, e.Code,
+			http.StatusText(e.Code), e.Location)
+	}
 	return fmt.Sprintf("imds: %s %s: %d %s: %q", e.Method, e.Path, e.Code, http.StatusText(e.Code), e.Body)
 }
 
@@ -159,7 +184,7 @@ func retryable(err error) bool {
 	if errors.As(err, &se) {
 		return se.Code >= 500 || se.Code == http.StatusTooManyRequests
 	}
-	return !errors.Is(err, ErrNotFound)
+	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrTooLarge)
 }
 
 // retry runs fn up to Attempts times with doubling back-off.
@@ -182,8 +207,9 @@ func (c *Client) retry(ctx context.Context, fn func() error) error {
 	return fmt.Errorf("%w (gave up after %d attempts)", err, c.attempts())
 }
 
-// do sends one request and returns the body of a 200.
-func (c *Client) do(ctx context.Context, method, path string, hdr http.Header) ([]byte, http.Header, error) {
+// do sends one request and returns the body of a 200, which may hold at
+// most limit bytes.
+func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, limit int) ([]byte, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base()+path, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("imds: %s %s: %w", method, path, err)
@@ -196,12 +222,22 @@ func (c *Client) do(ctx context.Context, method, path string, hdr http.Header) (
 		return nil, nil, fmt.Errorf("imds: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		loc := resp.Header.Get("Location")
+		if len(loc) > 200 {
+			loc = loc[:200]
+		}
+		return nil, nil, &StatusError{Method: method, Path: path, Code: resp.StatusCode, Location: loc}
+	}
+	if resp.ContentLength > int64(limit) {
+		return nil, nil, fmt.Errorf("%w: %s %s: %d bytes, more than the %d accepted", ErrTooLarge, method, path, resp.ContentLength, limit)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("imds: %s %s: read body: %w", method, path, err)
 	}
-	if len(body) > MaxBody {
-		return nil, nil, fmt.Errorf("imds: %s %s: body larger than %d bytes", method, path, MaxBody)
+	if len(body) > limit {
+		return nil, nil, fmt.Errorf("%w: %s %s: more than the %d bytes accepted", ErrTooLarge, method, path, limit)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
@@ -238,13 +274,19 @@ func (c *Client) token(ctx context.Context) (string, error) {
 	}
 	ttl := c.ttl()
 	tok, hdr, err := c.do(ctx, http.MethodPut, TokenPath,
-		http.Header{TokenTTLHeader: {strconv.Itoa(int(ttl / time.Second))}})
+		http.Header{TokenTTLHeader: {strconv.Itoa(int(ttl / time.Second))}}, MaxToken)
 	if err != nil {
 		return "", err
 	}
 	tok = bytes.TrimSpace(tok)
 	if len(tok) == 0 {
 		return "", fmt.Errorf("imds: PUT %s: empty token", TokenPath)
+	}
+	// The token goes back in a header: printable ASCII only.
+	for _, b := range tok {
+		if b <= ' ' || b >= 0x7f {
+			return "", fmt.Errorf("imds: PUT %s: token with byte %#02x is not a token", TokenPath, b)
+		}
 	}
 	// The service echoes the TTL it granted; trust the shorter.
 	if s, e := strconv.Atoi(hdr.Get(TokenTTLHeader)); e == nil && s > 0 && time.Duration(s)*time.Second < ttl {
@@ -265,10 +307,16 @@ func (c *Client) forget(tok string) {
 	c.mu.Unlock()
 }
 
-// Get returns the item at path (e.g. /latest/meta-data/instance-id). A 401
-// (the token expired or was revoked on the service's side) fetches a new
-// token and tries once more; a 404 is ErrNotFound.
+// Get returns the item at path (e.g. /latest/meta-data/instance-id), at
+// most MaxItem bytes (more is ErrTooLarge). A 401 (the token expired or
+// was revoked on the service's side) fetches a new token and tries once
+// more; a 404 is ErrNotFound.
 func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
+	return c.get(ctx, path, MaxItem)
+}
+
+// get is Get with a bound of limit bytes.
+func (c *Client) get(ctx context.Context, path string, limit int) ([]byte, error) {
 	var body []byte
 	err := c.retry(ctx, func() error {
 		for fresh := 0; ; fresh++ {
@@ -276,7 +324,7 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 			if err != nil {
 				return err
 			}
-			body, _, err = c.do(ctx, http.MethodGet, path, http.Header{TokenHeader: {tok}})
+			body, _, err = c.do(ctx, http.MethodGet, path, http.Header{TokenHeader: {tok}}, limit)
 			var se *StatusError
 			if errors.As(err, &se) && se.Code == http.StatusUnauthorized && fresh == 0 {
 				c.forget(tok)
@@ -290,8 +338,10 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 
 // UserData returns the instance's user-data as stored (EC2 serves it
 // decoded from the base64 it was given), or nil when the instance has none.
+// More than MaxUserData bytes (EC2's own limit, so not from EC2) is an
+// error wrapping ErrTooLarge, and none of it is returned.
 func (c *Client) UserData(ctx context.Context) ([]byte, error) {
-	b, err := c.Get(ctx, "/latest/user-data")
+	b, err := c.get(ctx, PathUserData, MaxUserData)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}

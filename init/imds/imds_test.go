@@ -77,14 +77,15 @@ func TestIdentityAndTokenProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := imds.Identity{InstanceID: "i-0123456789abcdef0", InstanceType: "c5n.xlarge",
-		AvailabilityZone: "eu-west-1b", AMIID: "ami-0fedcba9876543210", MAC: mac, DeviceNumber: "0"}
-	if id != want {
-		t.Errorf("identity %+v, want %+v", id, want)
+	got := [...]string{id.InstanceID.String(), id.InstanceType.String(), id.Region.String(), id.AvailabilityZone.String(),
+		id.AMIID.String(), id.MAC.String(), id.DeviceNumber.String()}
+	want := [...]string{"i-0123456789abcdef0", "c5n.xlarge", "eu-west-1", "eu-west-1b", "ami-0fedcba9876543210", mac, "0"}
+	if got != want {
+		t.Errorf("identity %q, want %q", got, want)
 	}
 	reqs := f.Requests()
-	if len(reqs) != 7 {
-		t.Fatalf("%d requests, want 1 PUT and 6 GETs: %+v", len(reqs), reqs)
+	if len(reqs) != 8 {
+		t.Fatalf("%d requests, want 1 PUT and 7 GETs: %+v", len(reqs), reqs)
 	}
 	if r := reqs[0]; r.Method != "PUT" || r.TTL != "90" || r.Status != 200 {
 		t.Errorf("first request %+v, want PUT of the token with TTL 90", r)

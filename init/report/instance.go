@@ -42,6 +42,7 @@ type Instance struct {
 	IMDS             string `json:"imds"`
 	InstanceID       string `json:"instance_id,omitempty"`
 	InstanceType     string `json:"instance_type,omitempty"`
+	Region           string `json:"region,omitempty"`
 	AvailabilityZone string `json:"availability_zone,omitempty"`
 	AMIID            string `json:"ami_id,omitempty"`
 	MAC              string `json:"mac,omitempty"`

@@ -65,6 +65,7 @@ func NewFakeIMDS(mac string, userData []byte) *FakeIMDS {
 		Items: map[string]string{
 			"/latest/meta-data/instance-id":                                       "i-0123456789abcdef0",
 			"/latest/meta-data/instance-type":                                     "c5n.xlarge",
+			"/latest/meta-data/placement/region":                                  "eu-west-1",
 			"/latest/meta-data/placement/availability-zone":                       "eu-west-1b",
 			"/latest/meta-data/ami-id":                                            "ami-0fedcba9876543210",
 			"/latest/meta-data/mac":                                               mac,
