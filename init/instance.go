@@ -24,10 +24,11 @@ const imdsBudget = 10 * time.Second
 // instance is what the per-instance steps found; it goes into the boot
 // report. The machine always has one, so that the steps need not check.
 type instance struct {
-	root     string // where the platform's DMI is read (imds.Detect): "/", a temporary tree in tests
-	ec2      bool   // the metadata service was asked (auto on EC2, or on)
-	data     []byte // the user-data, as the metadata service returned it
-	tooLarge string // why the user-data was refused unread (imds.ErrTooLarge), or ""
+	root     string   // where the platform's DMI is read (imds.Detect): "/", a temporary tree in tests
+	bases    []string // the metadata service's endpoints; nil: imdsBases (tests: a fake on loopback)
+	ec2      bool     // the metadata service was asked (auto on EC2, or on)
+	data     []byte   // the user-data, as the metadata service returned it
+	tooLarge string   // why the user-data was refused unread (imds.ErrTooLarge), or ""
 	userData report.UserData
 	info     *report.Instance
 	layers   map[string]string // where the baked keys came from (config.Sources)
@@ -55,7 +56,11 @@ func imdsSteps(m *machine) []boot.Step {
 		ictx, cancel := context.WithTimeout(m.ctx, imdsBudget)
 		defer cancel()
 		c := &imds.Client{}
-		base, err := c.Choose(ictx, imdsBases(m.cfg))
+		bases := in.bases
+		if bases == nil {
+			bases = imdsBases(m.cfg)
+		}
+		base, err := c.Choose(ictx, bases)
 		d["endpoint"] = base
 		if err != nil {
 			in.userData = report.UserData{Status: report.UserDataError, Note: err.Error()}

@@ -56,6 +56,12 @@ import (
 // EC2's own limit (16 KiB before base64).
 const MaxUserData = 16 << 10
 
+// MaxUserDataErrors is how many problems of rejected user-data are listed
+// one by one (the rest are counted): 16 KiB of one-byte lines would
+// otherwise list 8,000, which no reader needs and which would crowd the
+// boot report out of EC2's 64 KiB console window.
+const MaxUserDataErrors = 32
+
 // refusedKey returns why key may not come from user-data, or "".
 func refusedKey(key string) string {
 	switch {
@@ -175,7 +181,12 @@ func ApplyUserData(c Config, data []byte) (Config, report.UserData) {
 		}
 	}
 	if len(errs) > 0 {
-		return reject(fmt.Sprintf("%d problem(s); the baked configuration is used", len(errs)), errs...)
+		note := fmt.Sprintf("%d problem(s); the baked configuration is used", len(errs))
+		if len(errs) > MaxUserDataErrors {
+			errs = append(errs[:MaxUserDataErrors:MaxUserDataErrors],
+				fmt.Sprintf("and %d more problem(s)", len(errs)-MaxUserDataErrors))
+		}
+		return reject(note, errs...)
 	}
 	res.Status = report.UserDataApplied
 	for k := range applied {

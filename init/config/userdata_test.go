@@ -226,3 +226,13 @@ func TestNTPServer(t *testing.T) {
 		t.Errorf("default time.ntp=%s, want auto", d.NTP)
 	}
 }
+
+// TestUserDataErrorsBounded: 8,000 bad lines are rejected with the count,
+// MaxUserDataErrors of them listed and the rest counted.
+func TestUserDataErrorsBounded(t *testing.T) {
+	_, res := ApplyUserData(Default(), []byte(strings.Repeat("x\n", 8000)))
+	if res.Status != report.UserDataRejected || !strings.HasPrefix(res.Note, "8000 problem(s)") ||
+		len(res.Errors) != MaxUserDataErrors+1 || res.Errors[MaxUserDataErrors] != "and 7968 more problem(s)" {
+		t.Errorf("%s %q: %d errors, last %q", res.Status, res.Note, len(res.Errors), res.Errors[len(res.Errors)-1])
+	}
+}

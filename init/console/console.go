@@ -2,6 +2,13 @@
 // "hotpath-init: " to the console and to the kernel log, and the
 // machine-readable report and event lines to the console only.
 //
+// Everything the init writes through the Console is escaped and bounded
+// here, in one place (escape.go, bound.go): no control byte, no
+// bidirectional override and no "HOTPATH-" prefix from a value reaches the
+// console, a log line holds at most MaxLine bytes, an event MaxEvent and
+// the boot report MaxReport. Callers print values from outside as they
+// are.
+//
 // Kernel-log copies are written at KERN_DEBUG (<7>) so that the kernel,
 // at its default console log level, does not echo them to the console a
 // second time; they are still in the kernel ring buffer (dmesg). Report
@@ -20,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/hotpath-dev/hotpath/init/report"
@@ -48,12 +54,13 @@ type Console struct {
 	lines func(line string) // OnLine's hook, nil without one
 }
 
-// Logf writes one log line.
+// Logf writes one log line (or one per line of the message), escaped and
+// bounded: MaxLine bytes a line, MaxLog bytes a call.
 func (c *Console) Logf(format string, args ...any) {
-	msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
+	lines := logLines(fmt.Sprintf(format, args...))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, l := range strings.Split(msg, "\n") {
+	for _, l := range lines {
 		c.out([]byte(Prefix + l + "\n"))
 		if c.Kmsg != nil {
 			io.WriteString(c.Kmsg, "<7>"+Prefix+l+"\n")
@@ -88,13 +95,16 @@ func (c *Console) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Line writes a report or event line (report.Format) to the console.
+// Line writes an event line (report.Format's form) to the console,
+// escaped and within MaxEvent bytes.
 func (c *Console) Line(prefix string, v any) {
-	b, err := report.Format(prefix, v)
-	if err != nil {
-		c.Logf("%v", err)
-		return
-	}
+	b := boundLine(prefix, v, MaxEvent, func(why string) any {
+		ev := report.Event{Truncated: "event left out: " + why}
+		if e, ok := v.(report.Event); ok {
+			ev.Kind, ev.Millis, ev.PID = e.Kind, e.Millis, e.PID
+		}
+		return ev
+	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.line(b)
@@ -112,17 +122,22 @@ func (c *Console) line(b []byte) {
 // Report prints the boot report and keeps its compact form (see
 // report.Compacted) to print again whenever KeepEvery bytes have followed
 // it.
+//
+// Both are escaped and bounded (MaxReport, MaxCompact): a report that does
+// not fit has its longest strings and lists cut (the "truncated" key says
+// what), then is printed compact, and at worst reduced to its version,
+// readiness and a note, so that it always fits in EC2's 64 KiB window.
 func (c *Console) Report(r report.Report) {
-	b, err := report.Format(report.ReportPrefix, r)
-	if err != nil {
-		c.Logf("%v", err)
-		return
+	compact := r.Compacted()
+	least := func(why string) any {
+		return report.Report{Version: r.Version, ReadyMillis: r.ReadyMillis, ReadyError: r.ReadyError, Compact: true,
+			Truncated: "report reduced to its readiness: " + why}
 	}
-	cb, err := report.Format(report.ReportPrefix, r.Compacted())
-	if err != nil {
-		c.Logf("%v", err)
-		return
+	b := fit(report.ReportPrefix, r, MaxReport, levels[:2])
+	if b == nil {
+		b = boundLine(report.ReportPrefix, compact, MaxReport, least)
 	}
+	cb := boundLine(report.ReportPrefix, compact, MaxCompact, least)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.line(b)

@@ -88,6 +88,10 @@ type Report struct {
 	// last 64 KiB (EC2 get-console-output): step details, facts and the
 	// configuration are left out; the first report has them.
 	Compact bool `json:"compact,omitempty"`
+	// Truncated says what the console cut to keep the line within its
+	// bound (a string or a list from outside, or the whole report); empty
+	// when nothing was cut. Only the console sets it.
+	Truncated string `json:"truncated,omitempty"`
 }
 
 // Compacted returns r without step details, facts and configuration: a few
@@ -206,6 +210,9 @@ type Event struct {
 
 	// Time is the NTP state of an EventTimeSync event.
 	Time *TimeSync `json:"time,omitempty"`
+
+	// Truncated says what the console cut (see Report.Truncated).
+	Truncated string `json:"truncated,omitempty"`
 }
 
 // Format renders v (a Report or an Event) as one console line, newline included.
