@@ -69,7 +69,11 @@ type TimeSync struct {
 	LastSync string `json:"last_sync,omitempty"`
 	Syncs    int    `json:"syncs"`
 	Failures int    `json:"failures"`
-	Error    string `json:"error,omitempty"` // of the last query, if it failed
+	// Refused counts steps refused (not confirmed, or beyond the bound
+	// after the first sync); Kiss is the last kiss-o'-death code.
+	Refused int    `json:"refused_steps,omitempty"`
+	Kiss    string `json:"kiss,omitempty"`
+	Error   string `json:"error,omitempty"` // of the last query, if it failed
 }
 
 // Privileges is how the workload was started.

@@ -3,20 +3,41 @@
 // whatever the RTC says and has no other time source, and the Date header,
 // TLS certificate checks and AWS request signing all need the right time.
 //
-// The protocol is github.com/beevik/ntp's client (NTPv4, kernel receive
-// timestamps, response validation); this package decides what to do with
-// the answer: step the clock once when it is far off (more than Threshold,
-// typically at boot after a wrong RTC), and otherwise slew it through the
-// kernel's PLL (adjtimex ADJ_OFFSET), which also learns the oscillator's
-// frequency error so that the clock stays close between queries. Queries
-// repeat every Interval in the background; the last state is available to
-// the boot report, the event log and a metrics gauge through Status.
+// The protocol is github.com/beevik/ntp's client (NTPv4, a random
+// transmit timestamp matched against the answer's origin, response
+// validation); this package decides what to do with the answer: step the
+// clock when it is far off (more than Threshold, typically at boot after a
+// wrong RTC), and otherwise slew it through the kernel's PLL (adjtimex
+// ADJ_OFFSET), which also learns the oscillator's frequency error so that
+// the clock stays close between queries. Queries repeat every Interval in
+// the background; the last state is available to the boot report, the
+// event log and a metrics gauge through Status.
+//
+// The server is on the other side of a network, so its answers are not
+// taken on trust (RFC 5905's checks, and what ntpd and chrony do):
+//
+//   - an answer becomes a sample only through parseSample (leap indicator
+//     3, stratum 0 or 16, a stale reference, a root distance beyond
+//     MaxDistance are refused; the library refuses a zero transmit time and
+//     an origin timestamp that is not ours);
+//   - a step needs Confirm samples that agree within Threshold (one answer a
+//     year off, or answers that alternate, step nothing);
+//   - after the first sync the clock is kept within microseconds, so a step
+//     beyond MaxStep is refused and reported, never made;
+//   - a kiss-o'-death DENY or RSTR stops the queries to that server for
+//     good; RATE backs off (at least Interval, doubling up to MaxPoll).
+//
+// A server that lies consistently from the first answer cannot be told
+// from a right one by a client with one server: that needs a second
+// source, which Amazon Time Sync (the default) does not need on EC2.
 package timesync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,8 +67,28 @@ type Options struct {
 	// Timeout of one query. Default 1s.
 	Timeout time.Duration
 	Clock   Clock
+	// Now is the clock the queries are timed with and the back-off is
+	// measured on; nil is time.Now. A test gives the time of its fake
+	// Clock, so that a step it records shows in the next offset.
+	Now func() time.Time
+	// Confirm is how many samples, Threshold apart at most, a step needs
+	// (the first and Confirm-1 more, ConfirmGap apart); defaults 3 and
+	// 100ms.
+	Confirm    int
+	ConfirmGap time.Duration
+	// MaxStep bounds a step after the first sync; beyond it a step is
+	// refused and reported. Default 10s: more than a VM pause or a
+	// mishandled leap second explains, less than anything that moves
+	// certificate or token validity.
+	MaxStep time.Duration
+	// MaxDistance bounds a sample's root distance; default MaxDistance.
+	MaxDistance time.Duration
+	// MaxPoll bounds the back-off after RATE; default 2^17 s (RFC 5905's
+	// MAXPOLL, 36 h).
+	MaxPoll time.Duration
 	// Event is called on the first sync, on every step, when the server
-	// is lost and when it answers again; it may be nil.
+	// is lost and when it answers again, when a step is refused and on a
+	// kiss-o'-death; it may be nil.
 	Event func(detail string, st report.TimeSync)
 	Log   func(format string, args ...any)
 }
@@ -66,13 +107,19 @@ type Status struct {
 	LastSync time.Time // zero before the first good answer
 	Syncs    int
 	Failures int
-	Err      error // of the last query; nil after a good one
+	// Refused counts the steps refused (not confirmed, or beyond MaxStep).
+	Refused int
+	// Kiss is the code of the last kiss-o'-death ("DENY": no more
+	// queries); NextQuery is the earliest next query after a RATE.
+	Kiss      string
+	NextQuery time.Time
+	Err       error // of the last query; nil after a good one
 }
 
 // Report renders s for the boot report and events.
 func (s Status) Report() report.TimeSync {
 	r := report.TimeSync{Server: s.Server, OffsetMS: ms(s.Offset), RTTMS: ms(s.RTT), Stratum: s.Stratum,
-		Stepped: s.Stepped, Steps: s.Steps, Syncs: s.Syncs, Failures: s.Failures}
+		Stepped: s.Stepped, Steps: s.Steps, Syncs: s.Syncs, Failures: s.Failures, Refused: s.Refused, Kiss: s.Kiss}
 	if !s.LastSync.IsZero() {
 		r.LastSync = s.LastSync.UTC().Format(time.RFC3339Nano)
 	}
@@ -88,8 +135,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 type Syncer struct {
 	opt Options
 
-	mu sync.Mutex
-	st Status
+	mu   sync.Mutex
+	st   Status
+	rate time.Duration // the back-off after the last RATE; 0 after a good answer
 }
 
 // New returns a Syncer; opt.Server and opt.Clock are required.
@@ -105,6 +153,24 @@ func New(opt Options) *Syncer {
 	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Confirm <= 0 {
+		opt.Confirm = 3
+	}
+	if opt.ConfirmGap <= 0 {
+		opt.ConfirmGap = 100 * time.Millisecond
+	}
+	if opt.MaxStep <= 0 {
+		opt.MaxStep = 10 * time.Second
+	}
+	if opt.MaxDistance <= 0 {
+		opt.MaxDistance = MaxDistance
+	}
+	if opt.MaxPoll <= 0 {
+		opt.MaxPoll = (1 << 17) * time.Second
 	}
 	return &Syncer{opt: opt, st: Status{Server: opt.Server}}
 }
@@ -122,28 +188,48 @@ func (s *Syncer) logf(format string, args ...any) {
 	}
 }
 
-// Sync queries the server once and corrects the clock: a step when the
-// offset is beyond Threshold, a slew otherwise. An answer that fails
-// validation (kiss-o'-death, unsynchronised server, stale reference) is
-// a failure and changes nothing.
+// Sync queries the server and corrects the clock: a step when the offset
+// is beyond Threshold and confirmed (and, after the first sync, within
+// MaxStep), a slew otherwise. An answer that fails validation
+// (kiss-o'-death, unsynchronised server, stale reference, too distant) is
+// a failure and changes nothing; so is a refused step. After DENY or
+// RSTR, or during a RATE back-off, Sync sends nothing and fails at once.
 func (s *Syncer) Sync(ctx context.Context) (Status, error) {
 	prev := s.Status()
 	err := s.sync(ctx)
 	s.mu.Lock()
-	if err != nil {
+	var kiss *KissError
+	var refused *StepRefusedError
+	if errors.As(err, &kiss) {
+		s.st.Kiss = kiss.Code
+		if kiss.Code == "RATE" {
+			s.rate = min(max(2*s.rate, s.opt.Interval), s.opt.MaxPoll)
+			s.st.NextQuery = s.opt.Now().Add(s.rate)
+		}
+	}
+	if errors.As(err, &refused) {
+		s.st.Refused++
+	}
+	if err != nil && !errors.Is(err, ErrRateLimited) {
 		s.st.Failures++
 		s.st.Err = err
 	}
 	st := s.st
 	s.mu.Unlock()
+	var prevKiss *KissError
+	var prevRefused *StepRefusedError
 	switch {
+	case kiss != nil && !errors.As(prev.Err, &prevKiss):
+		s.event("kiss-o'-death "+strconv.Quote(kiss.Code), st)
+	case refused != nil && !errors.As(prev.Err, &prevRefused):
+		s.event("step refused", st)
 	case err == nil && prev.Syncs == 0:
 		s.event(fmt.Sprintf("first sync with %s", s.opt.Server), st)
 	case err == nil && st.Stepped:
 		s.event("clock stepped", st)
 	case err == nil && prev.Err != nil:
 		s.event("server answers again", st)
-	case err != nil && prev.Err == nil:
+	case err != nil && prev.Err == nil && kiss == nil && refused == nil:
 		s.event("server lost", st)
 	}
 	return st, err
@@ -156,27 +242,30 @@ func (s *Syncer) event(detail string, st Status) {
 }
 
 func (s *Syncer) sync(ctx context.Context) error {
-	timeout := s.opt.Timeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = time.Until(dl)
+	s.mu.Lock()
+	st := s.st
+	s.mu.Unlock()
+	if st.Kiss == "DENY" || st.Kiss == "RSTR" {
+		return &KissError{Server: s.opt.Server, Code: st.Kiss}
 	}
-	if timeout <= 0 {
-		return fmt.Errorf("ntp %s: %w", s.opt.Server, context.DeadlineExceeded)
+	if now := s.opt.Now(); now.Before(st.NextQuery) {
+		return fmt.Errorf("ntp %s: %w: next query in %v", s.opt.Server, ErrRateLimited, st.NextQuery.Sub(now).Round(time.Second))
 	}
-	r, err := ntp.QueryWithOptions(s.opt.Server, ntp.QueryOptions{Timeout: timeout,
-		Dialer: func(la, ra string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "udp", ra)
-		}})
+	smp, err := s.query(ctx)
 	if err != nil {
-		return fmt.Errorf("ntp %s: %w", s.opt.Server, err)
+		return err
 	}
-	if err := r.Validate(); err != nil {
-		return fmt.Errorf("ntp %s: answer not usable: %w", s.opt.Server, err)
-	}
-	off := r.ClockOffset
-	stepped := off > s.opt.Threshold || off < -s.opt.Threshold
+	off := smp.offset
+	stepped := off.Abs() > s.opt.Threshold
 	if stepped {
+		if st.Syncs > 0 && off.Abs() > s.opt.MaxStep {
+			return &StepRefusedError{Server: s.opt.Server, Offset: off,
+				Why: fmt.Sprintf("beyond %v after the first sync", s.opt.MaxStep)}
+		}
+		if smp, err = s.confirm(ctx, smp); err != nil {
+			return err
+		}
+		off = smp.offset
 		err = s.opt.Clock.Step(off)
 	} else {
 		err = s.opt.Clock.Slew(off)
@@ -185,8 +274,9 @@ func (s *Syncer) sync(ctx context.Context) error {
 		return fmt.Errorf("ntp %s: correct offset %v: %w", s.opt.Server, off, err)
 	}
 	s.mu.Lock()
-	s.st.Offset, s.st.RTT, s.st.Stratum, s.st.Stepped = off, r.RTT, int(r.Stratum), stepped
-	s.st.LastSync, s.st.Err = time.Now(), nil
+	s.st.Offset, s.st.RTT, s.st.Stratum, s.st.Stepped = off, smp.rtt, smp.stratum, stepped
+	s.st.LastSync, s.st.Err, s.st.Kiss, s.st.NextQuery = s.opt.Now(), nil, "", time.Time{}
+	s.rate = 0
 	s.st.Syncs++
 	if stepped {
 		s.st.Steps++
@@ -195,9 +285,58 @@ func (s *Syncer) sync(ctx context.Context) error {
 	return nil
 }
 
+// query asks the server once and returns the answer as a checked sample.
+func (s *Syncer) query(ctx context.Context) (sample, error) {
+	timeout := s.opt.Timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return sample{}, fmt.Errorf("ntp %s: %w", s.opt.Server, context.DeadlineExceeded)
+	}
+	r, err := ntp.QueryWithOptions(s.opt.Server, ntp.QueryOptions{Timeout: timeout, GetSystemTime: s.opt.Now,
+		Dialer: func(la, ra string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "udp", ra)
+		}})
+	if err != nil {
+		return sample{}, fmt.Errorf("ntp %s: %w", s.opt.Server, err)
+	}
+	return parseSample(s.opt.Server, r, s.opt.MaxDistance)
+}
+
+// confirm takes Confirm-1 more samples after first, ConfirmGap apart, and
+// returns the one with the shortest round trip (the least delayed, as
+// RFC 5905's clock filter chooses) when all agree with first within
+// Threshold; otherwise the step is refused (a kiss-o'-death or a failed
+// query ends the confirmation with its error).
+func (s *Syncer) confirm(ctx context.Context, first sample) (sample, error) {
+	best := first
+	for i := 2; i <= s.opt.Confirm; i++ {
+		select {
+		case <-ctx.Done():
+			return sample{}, fmt.Errorf("ntp %s: confirming a step of %v: %w", s.opt.Server, first.offset, ctx.Err())
+		case <-time.After(s.opt.ConfirmGap):
+		}
+		smp, err := s.query(ctx)
+		if err != nil {
+			return sample{}, fmt.Errorf("confirming a step of %v: %w", first.offset, err)
+		}
+		if (smp.offset - first.offset).Abs() > s.opt.Threshold {
+			return sample{}, &StepRefusedError{Server: s.opt.Server, Offset: first.offset,
+				Why: fmt.Sprintf("not confirmed: sample %d of %d says %v", i, s.opt.Confirm, smp.offset)}
+		}
+		if smp.rtt < best.rtt {
+			best = smp
+		}
+	}
+	return best, nil
+}
+
 // Run syncs until ctx ends: every Interval while the server answers,
-// sooner (Retry, doubling) after a failure. The first query is at once,
-// unless a Sync already succeeded.
+// sooner (Retry, doubling) after a failure, later after a RATE
+// kiss-o'-death (NextQuery). It returns after a DENY or RSTR. The first
+// query is at once, unless a Sync already succeeded.
 func (s *Syncer) Run(ctx context.Context) {
 	wait := time.Duration(0)
 	if s.Status().Syncs > 0 {
@@ -210,11 +349,20 @@ func (s *Syncer) Run(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		lost := s.Status().Err == nil
-		if _, err := s.Sync(ctx); err != nil {
+		st, err := s.Sync(ctx)
+		var kiss *KissError
+		if errors.As(err, &kiss) && kiss.Stop() {
+			s.logf("%v", err)
+			return
+		}
+		if err != nil {
 			if lost || wait < s.opt.Retry {
 				wait = s.opt.Retry
 			} else {
 				wait = min(2*wait, s.opt.Interval)
+			}
+			if d := st.NextQuery.Sub(s.opt.Now()); d > wait {
+				wait = d // RATE
 			}
 			// Once per loss: a platform without the server (Amazon Time
 			// Sync outside EC2) must not fill the console.

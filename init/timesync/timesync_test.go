@@ -40,7 +40,7 @@ func server(t *testing.T, offset time.Duration) *vm.NTPServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Offset = offset
+	s.Configure(func(s *vm.NTPServer) { s.Offset = offset })
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -95,10 +95,10 @@ func TestStepAndSlew(t *testing.T) {
 func TestUnusableAnswers(t *testing.T) {
 	t.Run("kiss of death", func(t *testing.T) {
 		srv := server(t, time.Hour)
-		srv.Stratum = 0
+		srv.Configure(func(s *vm.NTPServer) { s.Stratum = 0 })
 		clk := &recorder{}
 		s := timesync.New(timesync.Options{Server: srv.Addr(), Clock: clk})
-		if _, err := s.Sync(context.Background()); err == nil || !strings.Contains(err.Error(), "not usable") {
+		if _, err := s.Sync(context.Background()); err == nil || !strings.Contains(err.Error(), "kiss-o'-death") {
 			t.Fatalf("err %v", err)
 		}
 		if len(clk.steps)+len(clk.slew) != 0 {

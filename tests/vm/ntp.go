@@ -22,12 +22,34 @@ type NTPServer struct {
 	// Offset is added to the host clock in every answer (a server whose
 	// time differs from the host's).
 	Offset time.Duration
-	// Stratum of the answers; 0 sends a kiss-o'-death ("RATE").
+	// Stratum of the answers; 0 sends a kiss-o'-death (Kiss).
 	Stratum uint8
+	// Kiss is the kiss code of a stratum-0 answer; "" is "RATE".
+	Kiss string
+	// Leap is the leap indicator of the answers (3: unsynchronised).
+	Leap uint8
+	// RootDispersion is announced in every answer (default ~0.24 ms).
+	RootDispersion time.Duration
+	// OffsetOf, when set, gives the offset of the n-th answer (from 0)
+	// instead of Offset: a server whose answers disagree.
+	OffsetOf func(n int) time.Duration
+	// Mangle, when set, changes each answer before it is sent (a zero
+	// transmit time, a wrong origin timestamp).
+	Mangle func(resp []byte)
 
 	conn    *net.UDPConn
 	wg      sync.WaitGroup
 	answers atomic.Int64
+	mu      sync.Mutex // guards the fields above while serving (Configure)
+}
+
+// Configure changes the server's fields while it serves: f runs under
+// the lock the server reads them with (setting them directly races with
+// the serving goroutine).
+func (s *NTPServer) Configure(f func(*NTPServer)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
 }
 
 // ListenNTP serves NTP on addr (ip:port; port 0 picks one). Close stops it.
@@ -97,30 +119,15 @@ func (s *NTPServer) serve() {
 		if err != nil {
 			continue
 		}
-		recv := time.Now().Add(s.Offset)
 		if n < 48 {
 			continue
 		}
-		req := buf[:48]
-		version, mode := (req[0]>>3)&7, req[0]&7
-		if mode != 3 || version < 1 || version > 4 { // client mode only
+		s.mu.Lock()
+		resp, ok := s.answer(buf[:48])
+		s.mu.Unlock()
+		if !ok {
 			continue
 		}
-		var resp [48]byte
-		resp[0] = version<<3 | 4 // leap 0, server mode
-		resp[1] = s.Stratum
-		resp[2] = req[2]                           // poll
-		resp[3] = 0xec                             // precision 2^-20
-		binary.BigEndian.PutUint32(resp[4:], 0)    // root delay
-		binary.BigEndian.PutUint32(resp[8:], 0x10) // root dispersion, ~0.24 ms
-		copy(resp[12:16], "HOST")                  // reference id
-		if s.Stratum == 0 {
-			copy(resp[12:16], "RATE")
-		}
-		binary.BigEndian.PutUint64(resp[16:], ntpTime(recv.Add(-time.Second)))   // reference
-		copy(resp[24:32], req[40:48])                                            // origin = client's transmit
-		binary.BigEndian.PutUint64(resp[32:], ntpTime(recv))                     // receive
-		binary.BigEndian.PutUint64(resp[40:], ntpTime(time.Now().Add(s.Offset))) // transmit
 		// Counted before the write: a client that has its answer must
 		// find it counted (counting after the write raced the client's
 		// check, and failed CI once).
@@ -129,4 +136,44 @@ func (s *NTPServer) serve() {
 			s.answers.Add(-1)
 		}
 	}
+}
+
+// answer returns the answer to the client request req, or false for one
+// that is not a client request. The caller holds s.mu.
+func (s *NTPServer) answer(req []byte) (resp [48]byte, ok bool) {
+	offset := s.Offset
+	if s.OffsetOf != nil {
+		offset = s.OffsetOf(int(s.answers.Load()))
+	}
+	recv := time.Now().Add(offset)
+	version, mode := (req[0]>>3)&7, req[0]&7
+	if mode != 3 || version < 1 || version > 4 { // client mode only
+		return resp, false
+	}
+	resp[0] = (s.Leap&3)<<6 | version<<3 | 4 // server mode
+	resp[1] = s.Stratum
+	resp[2] = req[2]                        // poll
+	resp[3] = 0xec                          // precision 2^-20
+	binary.BigEndian.PutUint32(resp[4:], 0) // root delay
+	disp := uint32(0x10)                    // root dispersion, ~0.24 ms (NTP short format, 2^-16 s)
+	if s.RootDispersion > 0 {
+		disp = uint32(s.RootDispersion * (1 << 16) / time.Second)
+	}
+	binary.BigEndian.PutUint32(resp[8:], disp)
+	copy(resp[12:16], "HOST") // reference id
+	if s.Stratum == 0 {
+		kiss := s.Kiss
+		if kiss == "" {
+			kiss = "RATE"
+		}
+		copy(resp[12:16], kiss)
+	}
+	binary.BigEndian.PutUint64(resp[16:], ntpTime(recv.Add(-time.Second))) // reference
+	copy(resp[24:32], req[40:48])                                          // origin = client's transmit
+	binary.BigEndian.PutUint64(resp[32:], ntpTime(recv))                   // receive
+	binary.BigEndian.PutUint64(resp[40:], ntpTime(time.Now().Add(offset))) // transmit
+	if s.Mangle != nil {
+		s.Mangle(resp[:])
+	}
+	return resp, true
 }
