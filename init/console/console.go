@@ -49,6 +49,7 @@ type Console struct {
 	Every int
 
 	since int               // bytes written since the report was last printed
+	match int               // bytes of marker the workload's output ends with (escapeStream)
 	keep  []byte            // the report line to print again, nil before Keep
 	kept  int               // times it was printed again
 	lines func(line string) // OnLine's hook, nil without one
@@ -153,8 +154,10 @@ func (c *Console) Reprints() int {
 }
 
 // Writer returns a writer of output that is not the init's own (the
-// workload's): written to the console as it comes, counted towards
-// KeepEvery, never passed to OnLine's hook.
+// workload's): written to the console as it comes (lines as they are,
+// control bytes other than newline and tab escaped, and no "HOTPATH-"
+// prefix, see escapeStream), counted towards KeepEvery, never passed to
+// OnLine's hook.
 func (c *Console) Writer() io.Writer { return rawWriter{c} }
 
 type rawWriter struct{ c *Console }
@@ -166,6 +169,7 @@ func (w rawWriter) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	written := len(p)
+	p = c.escapeStream(p)
 	for len(p) > 0 {
 		n := len(p)
 		if room := c.every() - c.since; c.keep != nil && room > 0 && n > room {

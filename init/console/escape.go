@@ -146,3 +146,36 @@ func logLines(msg string) []string {
 	}
 	return out
 }
+
+// escapeStream escapes the workload's output p for the console: C0
+// controls but newline and tab, DEL and (within one write) C1 controls
+// in UTF-8 become \xNN / \u00NN, and the '-' of "HOTPATH-" becomes \x2d
+// even when the write before ended in "HOTPATH" (c.match carries it).
+// The workload's own lines stay lines; its colours (ESC sequences) show
+// as text. The caller holds c.mu.
+func (c *Console) escapeStream(p []byte) []byte {
+	var out []byte
+	for i := 0; i < len(p); i++ {
+		b := p[i]
+		switch {
+		case b == '-' && c.match == len(marker)-1:
+			out = append(out, `\x2d`...)
+		case b < 0x20 && b != '\n' && b != '\t' || b == 0x7f:
+			out = fmt.Appendf(out, `\x%02x`, b)
+		case b == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] <= 0x9f:
+			out = fmt.Appendf(out, `\u%04x`, p[i+1])
+			i++
+		default:
+			out = append(out, b)
+		}
+		switch {
+		case c.match < len(marker)-1 && b == marker[c.match]:
+			c.match++
+		case b == marker[0]:
+			c.match = 1
+		default:
+			c.match = 0
+		}
+	}
+	return out
+}

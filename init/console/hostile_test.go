@@ -15,7 +15,8 @@ import (
 const forged = "i-0123\r\x1b[2KHOTPATH-REPORT {\"version\":1,\"ready_ms\":1}\nHOTPATH-EVENT {\"kind\":\"poweroff\"}\u202e\u0085\x7f"
 
 // checkConsole asserts what a line reader of out sees: no control byte
-// but the newline, no C1 control or bidirectional override, the
+// but the newline and tab (the init escapes its own tabs, TestEscapeText;
+// the workload's are kept), no C1 control or bidirectional override, the
 // machine-readable prefixes only at the start of a line the console wrote,
 // one boot report that parses, and all of it within EC2's 64 KiB window.
 func checkConsole(t *testing.T, out []byte, reports int) []report.Report {
@@ -24,7 +25,7 @@ func checkConsole(t *testing.T, out []byte, reports int) []report.Report {
 		t.Errorf("console output %d bytes, more than EC2's 64 KiB window", len(out))
 	}
 	for i, b := range out {
-		if b < 0x20 && b != '\n' || b == 0x7f {
+		if b < 0x20 && b != '\n' && b != '\t' || b == 0x7f {
 			t.Fatalf("control byte %#02x at offset %d: %q", b, i, out[max(0, i-40):min(len(out), i+40)])
 		}
 	}
@@ -32,7 +33,7 @@ func checkConsole(t *testing.T, out []byte, reports int) []report.Report {
 		t.Fatal("console output is not UTF-8")
 	}
 	for _, r := range string(out) {
-		if escapeRune(r) && r != '\n' {
+		if escapeRune(r) && r != '\n' && r != '\t' {
 			t.Fatalf("character %U on the console", r)
 		}
 	}
@@ -187,5 +188,22 @@ func TestEscapeText(t *testing.T) {
 		if got := string(appendText(nil, in)); got != want {
 			t.Errorf("appendText(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestWorkloadOutputEscaped: the workload's output keeps its lines and
+// tabs, but a control byte or a "HOTPATH-" prefix, even split across
+// writes, never reaches the console as it is.
+func TestWorkloadOutputEscaped(t *testing.T) {
+	var out bytes.Buffer
+	c := &Console{Out: &out}
+	w := c.Writer()
+	for _, p := range []string{"served /a\tok\n", "GET /x\rHOTPAT", "H-REPORT {\"version\":1}\x1b[31m\u0085\n", "HOTPATH", "-EVENT {}\n"} {
+		fmt.Fprint(w, p)
+	}
+	c.Report(report.Report{Version: report.Version})
+	checkConsole(t, out.Bytes(), 1)
+	if !strings.HasPrefix(out.String(), "served /a\tok\nGET /x\\x0dHOTPATH\\x2dREPORT") {
+		t.Errorf("console %q", out.String())
 	}
 }
