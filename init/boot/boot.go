@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hotpath-dev/hotpath/init/report"
 )
@@ -69,7 +70,30 @@ func Run(ctx context.Context, steps []Step, log Logger) []report.Step {
 	return out
 }
 
-// RunOne runs one step: apply, then verify if apply succeeded.
+// Bounds of a step's error or skip reason and of one detail value: they
+// often quote what came from outside (a lease, a metadata answer,
+// user-data problems), and the report that carries them must fit EC2's
+// 64 KiB console window with every other step. A panic's stack fits.
+const (
+	MaxError  = 4 << 10
+	MaxDetail = 1 << 10
+)
+
+// bound cuts s to at most max bytes (on a UTF-8 boundary), saying how
+// much was left out.
+func bound(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	end := max
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return fmt.Sprintf("%s...(%d more bytes)", s[:end], len(s)-end)
+}
+
+// RunOne runs one step: apply, then verify if apply succeeded. Its error,
+// skip reason and detail values are bounded (MaxError, MaxDetail).
 func RunOne(ctx context.Context, s Step) (r report.Step) {
 	start := time.Now()
 	d := Detail{}
@@ -78,6 +102,10 @@ func RunOne(ctx context.Context, s Step) (r report.Step) {
 		if p := recover(); p != nil {
 			r.Status = report.Failed
 			r.Error = fmt.Sprintf("panic: %v\n%s", p, debug.Stack())
+		}
+		r.Error, r.Reason = bound(r.Error, MaxError), bound(r.Reason, MaxError)
+		for k, v := range d {
+			d[k] = bound(v, MaxDetail)
 		}
 		if len(d) > 0 {
 			r.Detail = d

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/hotpath-dev/hotpath/init/report"
 )
@@ -59,3 +60,28 @@ func TestRun(t *testing.T) {
 }
 
 func errorsJoin(err error) error { return errors.Join(err) }
+
+// TestRunOneBounds: a step whose error, skip reason or detail quotes a
+// huge value from outside reports it cut, saying how much was left out.
+func TestRunOneBounds(t *testing.T) {
+	big := strings.Repeat("é", 1<<19) // 1 MiB, two bytes a rune
+	for _, tc := range []struct {
+		name string
+		err  error
+		get  func(report.Step) string
+		max  int
+	}{
+		{"error", errors.New(big), func(r report.Step) string { return r.Error }, MaxError},
+		{"reason", Skip("%s", big), func(r report.Step) string { return r.Reason }, MaxError},
+		{"detail", nil, func(r report.Step) string { return r.Detail["value"] }, MaxDetail},
+	} {
+		r := RunOne(context.Background(), Step{Name: "x", Apply: func(_ context.Context, d Detail) error {
+			d["value"] = big
+			return tc.err
+		}})
+		got := tc.get(r)
+		if len(got) > tc.max+40 || !utf8.ValidString(got) || !strings.HasSuffix(got, "more bytes)") {
+			t.Errorf("%s: %d bytes, ends %q", tc.name, len(got), got[max(0, len(got)-30):])
+		}
+	}
+}
