@@ -175,6 +175,6 @@ func boundLine(prefix string, v any, max int, fallback func(why string) any) []b
 		why = err.Error()
 	}
 	fb, _ := json.Marshal(fallback(why))
-	out, _ := boundJSON(fb, limits{str: 256, items: 8})
+	out, _ := boundJSON(fb, limits{str: 256, items: 64})
 	return append(append([]byte(prefix), out...), '\n')
 }

@@ -207,3 +207,17 @@ func TestWorkloadOutputEscaped(t *testing.T) {
 		t.Errorf("console %q", out.String())
 	}
 }
+
+// TestFallback: a line that fits at no level is replaced by the caller's
+// small fallback, whole (every key kept), with the reason.
+func TestFallback(t *testing.T) {
+	r := report.Report{Version: report.Version, ReadyMillis: -1, ReadyError: "not ready",
+		Steps: make([]report.Step, 50)}
+	line := boundLine(report.ReportPrefix, r, 600, func(why string) any {
+		return report.Report{Version: r.Version, ReadyMillis: r.ReadyMillis, ReadyError: r.ReadyError, Compact: true, Truncated: why}
+	})
+	reps := checkConsole(t, line, 1)
+	if got := reps[0]; !got.Compact || got.ReadyError != "not ready" || !strings.Contains(got.Truncated, "600 bytes") {
+		t.Errorf("fallback %s", line)
+	}
+}
