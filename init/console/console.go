@@ -40,6 +40,10 @@ const Prefix = "hotpath-init: "
 // kernel messages, which do not pass through the Console.
 const KeepEvery = 32 << 10
 
+// Window is what EC2's get-console-output returns: the console's last
+// 64 KiB. The report printed last is kept within it.
+const Window = 64 << 10
+
 // Console is safe for concurrent use; each line is one write.
 type Console struct {
 	mu   sync.Mutex
@@ -49,6 +53,7 @@ type Console struct {
 	Every int
 
 	since int               // bytes written since the report was last printed
+	shown int               // length of the report line last printed (full or compact)
 	match int               // bytes of marker the workload's output ends with (escapeStream)
 	keep  []byte            // the report line to print again, nil before Keep
 	kept  int               // times it was printed again
@@ -62,6 +67,7 @@ func (c *Console) Logf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, l := range lines {
+		c.before(len(Prefix) + len(l) + 1)
 		c.out([]byte(Prefix + l + "\n"))
 		if c.Kmsg != nil {
 			io.WriteString(c.Kmsg, "<7>"+Prefix+l+"\n")
@@ -108,6 +114,7 @@ func (c *Console) Line(prefix string, v any) {
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.before(len(b) + 1)
 	c.line(b)
 	c.keepReport()
 }
@@ -143,7 +150,7 @@ func (c *Console) Report(r report.Report) {
 	defer c.mu.Unlock()
 	c.line(b)
 	c.keep = append([]byte("\n"), cb...)
-	c.since = 0
+	c.since, c.shown = 0, len(b)+1
 }
 
 // Reprints returns how many times the report was printed again.
@@ -172,7 +179,7 @@ func (w rawWriter) Write(p []byte) (int, error) {
 	p = c.escapeStream(p)
 	for len(p) > 0 {
 		n := len(p)
-		if room := c.every() - c.since; c.keep != nil && room > 0 && n > room {
+		if room := c.due(); c.keep != nil && room > 0 && n > room {
 			n = room
 		}
 		c.out(p[:n])
@@ -211,11 +218,32 @@ func (c *Console) every() int {
 	return KeepEvery
 }
 
+// due returns how many bytes may still follow the report last printed
+// before it must be printed again: KeepEvery since it, and never so many
+// that it would leave the last Window bytes (a full report of up to
+// MaxReport bytes is reprinted, compact, sooner than KeepEvery).
+func (c *Console) due() int {
+	return min(c.every()-c.since, Window-c.shown-c.since)
+}
+
+// keepReport prints the report again when it is due. The caller holds
+// c.mu.
 func (c *Console) keepReport() {
-	if c.keep == nil || c.since < c.every() {
-		return
+	if c.keep != nil && c.due() <= 0 {
+		c.reprint()
 	}
+}
+
+// before prints the report again, ahead of an init line of n bytes, when
+// the line would push it out of the window. The caller holds c.mu.
+func (c *Console) before(n int) {
+	if c.keep != nil && n > c.due() {
+		c.reprint()
+	}
+}
+
+func (c *Console) reprint() {
 	c.out(c.keep)
-	c.since = 0
+	c.since, c.shown = 0, len(c.keep)
 	c.kept++
 }

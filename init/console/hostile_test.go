@@ -221,3 +221,41 @@ func TestFallback(t *testing.T) {
 		t.Errorf("fallback %s", line)
 	}
 }
+
+// TestLargeReportStaysInWindow: a full report near MaxReport is printed
+// again (compact) before the output after it pushes it out of EC2's
+// 64 KiB window, not only after KeepEvery bytes: after every write, the
+// last Window bytes hold a whole report.
+func TestLargeReportStaysInWindow(t *testing.T) {
+	var out bytes.Buffer
+	c := &Console{Out: &out}
+	r := report.Report{Version: report.Version, ReadyMillis: 5}
+	for i := range 300 {
+		r.Steps = append(r.Steps, report.Step{Name: fmt.Sprint("step-", i), Status: report.Applied,
+			Detail: map[string]string{"value": strings.Repeat("v", 100)}})
+	}
+	c.Report(r)
+	if n := out.Len(); n < 32<<10 || n > MaxReport {
+		t.Fatalf("report of %d bytes: want one between KeepEvery and MaxReport for this test", n)
+	}
+	w := c.Writer()
+	for i := range 600 {
+		switch i % 3 {
+		case 0:
+			c.Logf("log %d %s", i, strings.Repeat("x", 300))
+		case 1:
+			c.Line(report.EventPrefix, report.Event{Kind: report.EventRestart, Detail: strings.Repeat("d", 300)})
+		case 2:
+			fmt.Fprintf(w, "workload %d %s\n", i, strings.Repeat("y", 300))
+		}
+		all := out.Bytes()
+		window := all[max(0, len(all)-Window):]
+		if len(all) > Window {
+			window = window[bytes.IndexByte(window, '\n')+1:] // whole lines only
+		}
+		reps, _, err := report.Parse(bytes.NewReader(window))
+		if err != nil || len(reps) == 0 {
+			t.Fatalf("after write %d (%d bytes in all): no whole report in the last %d bytes (%v)", i, len(all), Window, err)
+		}
+	}
+}
