@@ -18,8 +18,9 @@ const (
 	MaxLine = 1 << 10
 	// MaxLog bounds the lines of one Logf call together.
 	MaxLog = 4 << 10
-	// MaxEvent bounds one event line.
-	MaxEvent = 8 << 10
+	// MaxEvent bounds one event line: a NIC re-application's steps with
+	// their details on a 64-queue NIC fit.
+	MaxEvent = 16 << 10
 	// MaxReport bounds the boot report line, MaxCompact its reprints.
 	MaxReport  = 48 << 10
 	MaxCompact = 24 << 10

@@ -19,8 +19,9 @@
 // The boot report is printed once, so events, log lines and the
 // workload's own output would push it out of that window on a long-lived
 // instance: the Console counts what goes through it and, once KeepEvery
-// bytes have followed the report, prints the report's compact form again
-// (see Keep).
+// bytes have followed the report, or sooner when the report printed last
+// is so long that the output after it would push it out of the window,
+// prints the report's compact form again.
 package console
 
 import (
