@@ -56,6 +56,7 @@ type Console struct {
 	since int               // bytes written since the report was last printed
 	shown int               // length of the report line last printed (full or compact)
 	match int               // bytes of marker the workload's output ends with (escapeStream)
+	carry []byte            // an unfinished UTF-8 character the workload's last write ended with
 	keep  []byte            // the report line to print again, nil before Keep
 	kept  int               // times it was printed again
 	lines func(line string) // OnLine's hook, nil without one

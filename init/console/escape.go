@@ -147,35 +147,55 @@ func logLines(msg string) []string {
 	return out
 }
 
-// escapeStream escapes the workload's output p for the console: C0
-// controls but newline and tab, DEL and (within one write) C1 controls
-// in UTF-8 become \xNN / \u00NN, and the '-' of "HOTPATH-" becomes \x2d
-// even when the write before ended in "HOTPATH" (c.match carries it).
-// The workload's own lines stay lines; its colours (ESC sequences) show
-// as text. The caller holds c.mu.
+// escapeStream escapes the workload's output p for the console as
+// appendText does for the init's lines, except that newline and tab stay
+// (the workload's lines stay lines): C0 controls, DEL, C1 controls, the
+// characters that move or reorder text, bytes that are not UTF-8
+// (\x9b alone is CSI to an 8-bit terminal), and the '-' of "HOTPATH-"
+// are escaped, also when a write ends in the middle of a character or of
+// "HOTPATH" (c.carry and c.match hold what the next write completes).
+// Its colours (ESC sequences) show as text. The caller holds c.mu.
 func (c *Console) escapeStream(p []byte) []byte {
+	if len(c.carry) > 0 {
+		p = append(c.carry, p...)
+		c.carry = nil
+	}
+	// Hold back a character the write has not finished.
+	for n := 1; n <= utf8.UTFMax-1 && n <= len(p); n++ {
+		if tail := p[len(p)-n:]; utf8.RuneStart(tail[0]) {
+			if !utf8.FullRune(tail) {
+				c.carry = append([]byte(nil), tail...)
+				p = p[:len(p)-n]
+			}
+			break
+		}
+	}
 	var out []byte
-	for i := 0; i < len(p); i++ {
-		b := p[i]
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRune(p[i:])
 		switch {
-		case b == '-' && c.match == len(marker)-1:
+		case r == utf8.RuneError && n == 1:
+			out = fmt.Appendf(out, `\x%02x`, p[i])
+		case r == '\n' || r == '\t':
+			out = append(out, byte(r))
+		case r < 0x80 && escapeRune(r):
+			out = fmt.Appendf(out, `\x%02x`, r)
+		case escapeRune(r):
+			out = fmt.Appendf(out, `\u%04x`, r)
+		case r == '-' && c.match == len(marker)-1:
 			out = append(out, `\x2d`...)
-		case b < 0x20 && b != '\n' && b != '\t' || b == 0x7f:
-			out = fmt.Appendf(out, `\x%02x`, b)
-		case b == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] <= 0x9f:
-			out = fmt.Appendf(out, `\u%04x`, p[i+1])
-			i++
 		default:
-			out = append(out, b)
+			out = append(out, p[i:i+n]...)
 		}
 		switch {
-		case c.match < len(marker)-1 && b == marker[c.match]:
+		case c.match < len(marker)-1 && r == rune(marker[c.match]):
 			c.match++
-		case b == marker[0]:
+		case r == rune(marker[0]):
 			c.match = 1
 		default:
 			c.match = 0
 		}
+		i += n
 	}
 	return out
 }

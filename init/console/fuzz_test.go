@@ -44,6 +44,14 @@ func FuzzEscape(f *testing.F) {
 		for _, l := range logLines(val) {
 			check("log line", []byte(l))
 		}
+		// The workload's stream, cut anywhere: its lines and tabs stay,
+		// nothing else that acts on a terminal gets through.
+		c := &Console{}
+		cutAt := len(key) % (len(val) + 1)
+		stream := append(c.escapeStream([]byte(val[:cutAt])), c.escapeStream([]byte(val[cutAt:]+"\n"))...)
+		for _, l := range strings.Split(strings.ReplaceAll(string(stream), "\t", " "), "\n") {
+			check("stream", []byte(l))
+		}
 		var want, got any
 		json.Unmarshal(b, &want)
 		if err := json.Unmarshal(out, &got); err != nil {

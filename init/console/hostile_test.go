@@ -198,12 +198,14 @@ func TestWorkloadOutputEscaped(t *testing.T) {
 	var out bytes.Buffer
 	c := &Console{Out: &out}
 	w := c.Writer()
-	for _, p := range []string{"served /a\tok\n", "GET /x\rHOTPAT", "H-REPORT {\"version\":1}\x1b[31m\u0085\n", "HOTPATH", "-EVENT {}\n"} {
+	for _, p := range []string{"served /a\tok é\n", "GET /x\rHOTPAT", "H-REPORT {\"version\":1}\x1b[31m\u0085\n", "HOTPATH", "-EVENT {}\n",
+		"split C1 \xc2", "\x9b and bidi \xe2\x80", "\xae here, lone \x9b, é\n"} {
 		fmt.Fprint(w, p)
 	}
 	c.Report(report.Report{Version: report.Version})
 	checkConsole(t, out.Bytes(), 1)
-	if !strings.HasPrefix(out.String(), "served /a\tok\nGET /x\\x0dHOTPATH\\x2dREPORT") {
+	if !strings.HasPrefix(out.String(), "served /a\tok é\nGET /x\\x0dHOTPATH\\x2dREPORT") ||
+		!strings.Contains(out.String(), `split C1 \u009b and bidi \u202e here, lone \x9b, é`) {
 		t.Errorf("console %q", out.String())
 	}
 }
