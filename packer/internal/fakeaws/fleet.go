@@ -1,6 +1,7 @@
 package fakeaws
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -78,7 +79,11 @@ type Refresh struct {
 	failAt     int
 	failReason string
 	waited     map[int]bool // checkpoints already paused at
-	prevVer    string
+	// prevTemplate and prevVer are the group's configuration when the
+	// refresh started: what a rollback goes back to.
+	prevTemplate, prevVer string
+	// desired is set when the request gave a desired configuration.
+	desired bool
 }
 
 // AddLaunchTemplate creates a launch template whose version 1 (the
@@ -112,7 +117,31 @@ func (s *Server) AddGroup(region, name, templateID, version string, n int) {
 	defer s.mu.Unlock()
 	lt := s.templates[templateID]
 	v, _ := lt.resolve(version)
-	s.groups[region+"/"+name] = &Group{Name: name, Region: region, TemplateID: templateID, Version: version, Running: lt.Images[v-1], Instances: n}
+	s.groups[region+"/"+name] = &Group{Name: name, Region: region, TemplateID: templateID, Version: version, Running: s.imageOf(lt, v), Instances: n}
+}
+
+// ssmAlias is how a launch template's ImageId names a Systems Manager
+// parameter instead of an AMI (EC2 User Guide, "Use a Systems Manager
+// parameter instead of an AMI ID"): resolve:ssm:<name>[:<version>], which
+// EC2 resolves at each launch.
+const ssmAlias = "resolve:ssm:"
+
+// imageOf is the AMI version v of the launch template launches now: its
+// ImageId, or the current value of the parameter an ssm alias names ("" when
+// the parameter does not exist).
+func (s *Server) imageOf(lt *LaunchTemplate, v int) string {
+	img := lt.Images[v-1]
+	name, ok := strings.CutPrefix(img, ssmAlias)
+	if !ok {
+		return img
+	}
+	if i := strings.LastIndex(name, ":"); i > 0 {
+		name = name[:i] // a :<version> or :<label> suffix; the fake keeps no history by label
+	}
+	if pm, ok := s.parameters[lt.Region+"/"+name]; ok {
+		return pm.Value
+	}
+	return ""
 }
 
 // FailRefresh makes the next instance refresh of the group fail once it
@@ -206,7 +235,11 @@ func (s *Server) createLaunchTemplateVersion(p map[string]string, region string)
 	if img == "" && src > 0 {
 		img = lt.Images[src-1]
 	}
-	if im, ok := s.images[img]; !ok || im.Region != region || im.State != "available" {
+	if name, ok := strings.CutPrefix(img, ssmAlias); ok {
+		if _, ok := s.parameters[region+"/"+name]; !ok {
+			return "", badParam("The SSM parameter %s in the ImageId does not exist", name)
+		}
+	} else if im, ok := s.images[img]; !ok || im.Region != region || im.State != "available" {
 		return "", notFound("InvalidAMIID.NotFound", "The image id '["+img+"]' does not exist or is not available in "+region)
 	}
 	if len(p["VersionDescription"]) > 255 {
@@ -362,7 +395,7 @@ func (s *Server) startInstanceRefresh(p map[string]string, region string) (strin
 		Status: "Pending", StatusReason: "Waiting for the refresh to start",
 		TemplateID: p["DesiredConfiguration.LaunchTemplate.LaunchTemplateId"], Version: p["DesiredConfiguration.LaunchTemplate.Version"],
 		MinHealthy: 90, SkipMatching: p["Preferences.SkipMatching"] == "true", AutoRollback: p["Preferences.AutoRollback"] == "true",
-		waited: map[int]bool{}, prevVer: g.Version,
+		waited: map[int]bool{}, prevVer: g.Version, prevTemplate: g.TemplateID,
 	}
 	if f := refreshPreferences(&rf, p); f != nil {
 		return "", f
@@ -429,10 +462,14 @@ func (s *Server) desiredConfiguration(g *Group, rf *Refresh, p map[string]string
 		return asInvalid("fakeaws: name the launch template by id")
 	}
 	if rf.TemplateID == "" {
-		if rf.AutoRollback {
-			return asInvalid("AutoRollback requires a DesiredConfiguration")
-		}
 		rf.TemplateID, rf.Version = g.TemplateID, g.Version
+	} else {
+		rf.desired = true
+	}
+	if rf.AutoRollback {
+		if why := s.irreversible(g, rf); why != "" {
+			return asInvalid("AutoRollback is not supported: %s", why)
+		}
 	}
 	lt, ok := s.templates[rf.TemplateID]
 	if !ok || lt.Region != region {
@@ -441,10 +478,40 @@ func (s *Server) desiredConfiguration(g *Group, rf *Refresh, p map[string]string
 	if _, ok := lt.resolve(rf.Version); !ok {
 		return asInvalid("launch template version %s not found", rf.Version)
 	}
-	if rf.AutoRollback && (rf.Version == "" || strings.HasPrefix(rf.Version, "$")) {
-		return asInvalid("AutoRollback needs a specific launch template version, not %s", rf.Version)
-	}
 	return nil
+}
+
+// irreversible says why a refresh cannot be rolled back ("" when it can),
+// in exactly the three cases the Auto Scaling API Reference lists under
+// RefreshPreferences.AutoRollback and RollbackInstanceRefresh: no desired
+// configuration was given; the group's launch template uses a Systems
+// Manager parameter instead of an AMI ID for ImageId; the group uses the
+// launch template's $Latest or $Default version. "The group's" is the
+// configuration the refresh would go back to (User Guide, "Undo changes
+// with a manual or auto rollback": a rollback restores the configuration
+// last saved on the group, which must be a numbered version and not an
+// AMI alias from Parameter Store); the desired configuration's version
+// is not restricted.
+func (s *Server) irreversible(g *Group, rf *Refresh) string {
+	tmpl, ver := g.TemplateID, g.Version
+	if rf.prevTemplate != "" {
+		tmpl, ver = rf.prevTemplate, rf.prevVer
+	}
+	if !rf.desired {
+		return "there is no desired configuration specified for the instance refresh"
+	}
+	if ver == "" || strings.HasPrefix(ver, "$") {
+		return fmt.Sprintf("the Auto Scaling group %s uses the %s version of its launch template", g.Name, cmp.Or(ver, "$Default"))
+	}
+	lt, ok := s.templates[tmpl]
+	if !ok {
+		return ""
+	}
+	if n, ok := lt.resolve(ver); ok && strings.HasPrefix(lt.Images[n-1], ssmAlias) {
+		return fmt.Sprintf("the Auto Scaling group %s has a launch template (%s version %d) that uses a Systems Manager parameter "+
+			"instead of an AMI ID for the ImageId property (%s)", g.Name, lt.ID, n, lt.Images[n-1])
+	}
+	return ""
 }
 
 func (s *Server) describeInstanceRefreshes(p map[string]string, region string) (string, *Fault) {
@@ -499,8 +566,9 @@ func (s *Server) rollbackInstanceRefresh(p map[string]string, region string) (st
 	if f != nil {
 		return "", f
 	}
-	if strings.HasPrefix(cur.Version, "$") {
-		return "", &Fault{Status: 400, Code: "IrreversibleInstanceRefresh", Message: "The desired configuration names $Latest or $Default: the refresh cannot be rolled back"}
+	g, _, _ := s.group(p, region)
+	if why := s.irreversible(g, cur); why != "" {
+		return "", &Fault{Status: 400, Code: "IrreversibleInstanceRefresh", Message: "The instance refresh cannot be rolled back: " + why}
 	}
 	cur.Status, cur.StatusReason = "RollbackInProgress", "Rolling back at the caller's request"
 	return "<InstanceRefreshId>" + cur.ID + "</InstanceRefreshId>", nil
@@ -511,7 +579,7 @@ func (s *Server) rollbackInstanceRefresh(p map[string]string, region string) (st
 func (s *Server) sameImage(g *Group, rf Refresh) bool {
 	lt := s.templates[rf.TemplateID]
 	v, ok := lt.resolve(rf.Version)
-	return ok && lt.Images[v-1] == g.Running
+	return ok && s.imageOf(lt, v) == g.Running
 }
 
 // advance moves a refresh one poll further: Pending, then one batch of
@@ -571,7 +639,7 @@ func (s *Server) advance(g *Group, rf *Refresh) {
 func (s *Server) finish(g *Group, rf *Refresh) {
 	lt := s.templates[rf.TemplateID]
 	v, _ := lt.resolve(rf.Version)
-	g.TemplateID, g.Version, g.Running = rf.TemplateID, rf.Version, lt.Images[v-1]
+	g.TemplateID, g.Version, g.Running = rf.TemplateID, rf.Version, s.imageOf(lt, v)
 }
 
 // versionOptions reads and checks the IPv6 launch options of a new
