@@ -251,6 +251,9 @@ func (s *Server) describeSnapshots(p map[string]string, region string) (string, 
 	b.WriteString("<snapshotSet>")
 	for _, id := range ids {
 		sn, f := s.snapshot(id, region)
+		if f == nil && len(list(p, "SnapshotId", "")) > 0 && s.unseen(id) {
+			f = snapshotNotFound(id)
+		}
 		if f != nil {
 			return "", f
 		}
@@ -346,6 +349,7 @@ func (s *Server) registerImage(p map[string]string, region string) (string, *Fau
 	}
 	im.ID = s.nextID("ami")
 	s.images[im.ID] = im
+	s.created(im.ID)
 	return "<imageId>" + im.ID + "</imageId>", nil
 }
 
@@ -421,6 +425,9 @@ func (s *Server) describeImages(p map[string]string, region string) (string, *Fa
 	b.WriteString("<imagesSet>")
 	for _, id := range ids {
 		im, f := s.image(id, region)
+		if f == nil && len(list(p, "ImageId", "")) > 0 && s.unseen(id) {
+			f = imageNotFound(id)
+		}
 		if f != nil {
 			return "", f
 		}
@@ -533,6 +540,7 @@ func (s *Server) copyImage(p map[string]string, region string) (string, *Fault) 
 	im.SourceRegion, im.SourceImageID = src.Region, src.ID
 	im.Tags, im.LaunchUsers, im.LaunchGroups, im.Params = map[string]string{}, nil, nil, p
 	s.images[im.ID] = &im
+	s.created(im.ID)
 	return "<imageId>" + im.ID + "</imageId>", nil
 }
 

@@ -168,6 +168,12 @@ type Server struct {
 	// CompleteError, if set, makes snapshots completed from now on end in
 	// state error, with this status message, instead of completed.
 	CompleteError string
+	// NotFoundAfterCreate is how many lookups by id of a resource the API
+	// just created answer that it does not exist (eventual.go; default
+	// 2, so that every test that creates things meets it; 0 turns it off).
+	NotFoundAfterCreate int
+	young               map[string]int // resource key -> lookups left that miss
+	notFoundAnswers     int
 }
 
 // SetClock replaces the fake's clock (nil: time.Now).
@@ -203,6 +209,9 @@ func New(accessKey, secretKey string) *Server {
 		pending:      map[string]*pendingPut{},
 		sessions:     map[string]session{},
 		PendingPolls: 1,
+		young:        map[string]int{},
+
+		NotFoundAfterCreate: 2,
 
 		ValidationPolls: 1,
 	}

@@ -260,6 +260,7 @@ func (s *Server) createLaunchTemplateVersion(p map[string]string, region string)
 	lt.InstanceTypes = append(lt.InstanceTypes, itype)
 	lt.Descriptions = append(lt.Descriptions, p["VersionDescription"])
 	lt.Options = append(lt.Options, opts)
+	s.created(fmt.Sprintf("%s:%d", lt.ID, len(lt.Images)))
 	return "<launchTemplateVersion>" + lt.versionXML(len(lt.Images)) + "</launchTemplateVersion>", nil
 }
 
@@ -270,7 +271,7 @@ func (s *Server) modifyLaunchTemplate(p map[string]string, region string) (strin
 	}
 	if v := p["SetDefaultVersion"]; v != "" {
 		n, ok := lt.resolve(v)
-		if !ok || strings.HasPrefix(v, "$") && v != "$Latest" {
+		if !ok || strings.HasPrefix(v, "$") && v != "$Latest" || !strings.HasPrefix(v, "$") && s.unseen(fmt.Sprintf("%s:%d", lt.ID, n)) {
 			return "", versionNotFound(v)
 		}
 		lt.Default = n
@@ -295,7 +296,7 @@ func (s *Server) describeLaunchTemplateVersions(p map[string]string, region stri
 	}
 	for _, v := range vs {
 		n, ok := lt.resolve(v)
-		if !ok {
+		if !ok || !strings.HasPrefix(v, "$") && s.unseen(fmt.Sprintf("%s:%d", lt.ID, n)) {
 			return "", versionNotFound(v)
 		}
 		b.WriteString("<item>" + lt.versionXML(n) + "</item>")
@@ -412,6 +413,7 @@ func (s *Server) startInstanceRefresh(p map[string]string, region string) (strin
 	rf.failAt, rf.failReason, g.failAt = g.failAt, g.failReason, 0
 	g.Updated = 0
 	g.Refreshes = append(g.Refreshes, rf)
+	s.created(rf.ID)
 	return "<InstanceRefreshId>" + rf.ID + "</InstanceRefreshId>", nil
 }
 
@@ -524,7 +526,7 @@ func (s *Server) describeInstanceRefreshes(p map[string]string, region string) (
 	b.WriteString("<InstanceRefreshes>")
 	for i := len(g.Refreshes) - 1; i >= 0; i-- {
 		rf := &g.Refreshes[i]
-		if len(ids) > 0 && !oneOf(rf.ID, ids...) {
+		if len(ids) > 0 && (!oneOf(rf.ID, ids...) || s.unseen(rf.ID)) {
 			continue
 		}
 		s.advance(g, rf)

@@ -78,3 +78,58 @@ func TestAutoRollbackRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestNotFoundAfterCreate: a launch template version and an instance
+// refresh the API just created are unknown to the first K lookups by id
+// (VersionNotFound; left out of DescribeInstanceRefreshes), then seen; a
+// version a test added directly is always seen.
+func TestNotFoundAfterCreate(t *testing.T) {
+	form := "application/x-www-form-urlencoded; charset=utf-8"
+	s := New("AKIDTEST", "secret")
+	defer s.Close()
+	s.NotFoundAfterCreate = 3
+	img := s.AddImage("eu-west-1", "old")
+	lt := s.AddLaunchTemplate("eu-west-1", "web", img)
+	s.AddGroup("eu-west-1", "web", lt, "1", 2)
+	ec2 := func(kv url.Values) (int, string) {
+		kv.Set("Version", "2016-11-15")
+		return raw(t, s, "ec2", "eu-west-1", form, "", kv.Encode())
+	}
+	describe := func(v string) (int, string) {
+		return ec2(url.Values{"Action": {"DescribeLaunchTemplateVersions"}, "LaunchTemplateId": {lt}, "LaunchTemplateVersion.1": {v}})
+	}
+	if st, body := describe("1"); st != 200 {
+		t.Fatalf("version 1 (added, not created): %d %s", st, body)
+	}
+	if st, body := ec2(url.Values{"Action": {"CreateLaunchTemplateVersion"}, "LaunchTemplateId": {lt}, "SourceVersion": {"1"}}); st != 200 {
+		t.Fatalf("create: %d %s", st, body)
+	}
+	for i := 1; i <= 3; i++ {
+		if st, body := describe("2"); st != 400 || !strings.Contains(body, "InvalidLaunchTemplateId.VersionNotFound") {
+			t.Fatalf("lookup %d of the new version: %d %s", i, st, body)
+		}
+	}
+	if st, body := describe("2"); st != 200 {
+		t.Fatalf("lookup 4: %d %s", st, body)
+	}
+	refresh := func(v url.Values) (int, string) {
+		v.Set("Version", "2011-01-01")
+		v.Set("AutoScalingGroupName", "web")
+		return raw(t, s, "autoscaling", "eu-west-1", form, "", v.Encode())
+	}
+	st, body := refresh(url.Values{"Action": {"StartInstanceRefresh"}, "DesiredConfiguration.LaunchTemplate.LaunchTemplateId": {lt},
+		"DesiredConfiguration.LaunchTemplate.Version": {"2"}})
+	if st != 200 {
+		t.Fatalf("start: %d %s", st, body)
+	}
+	id := body[strings.Index(body, "<InstanceRefreshId>")+len("<InstanceRefreshId>") : strings.Index(body, "</InstanceRefreshId>")]
+	for i := 1; i <= 4; i++ {
+		st, body := refresh(url.Values{"Action": {"DescribeInstanceRefreshes"}, "InstanceRefreshIds.member.1": {id}})
+		if listed := strings.Contains(body, id); st != 200 || listed != (i == 4) {
+			t.Errorf("lookup %d: %d, listed %t", i, st, listed)
+		}
+	}
+	if n := s.NotFoundAnswers(); n != 6 {
+		t.Errorf("%d NotFound answers, want 6", n)
+	}
+}
