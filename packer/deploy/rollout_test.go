@@ -3,6 +3,8 @@ package deploy
 import (
 	"context"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +31,7 @@ func parseTemplate(t *testing.T, src string) template {
 // deployed is what deployFleet made in the fake.
 type deployed struct {
 	template, group, image string // the launch template's id and version 1's ImageId
+	alarms                 []string
 }
 
 // deployFleet does in the fake what CloudFormation does with the
@@ -89,7 +92,25 @@ func deployFleet(t *testing.T, f *fakeaws.Server, tm template) deployed {
 		t.Fatal(err)
 	}
 	f.AddGroup(region, group, lt, version, n)
-	return deployed{template: lt, group: group, image: image}
+	d := deployed{template: lt, group: group, image: image}
+
+	// Every AWS::CloudWatch::Alarm, by its AlarmName.
+	res := get(tm.root, "Resources")
+	for i := 0; i+1 < len(res.Content); i += 2 {
+		if str(get(res.Content[i+1], "Type")) != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		n := get(res.Content[i+1], "Properties", "AlarmName")
+		if n == nil || n.Tag != "!Sub" {
+			t.Fatalf("alarm %s: AlarmName %s, want a !Sub of parameters", res.Content[i].Value, str(n))
+		}
+		name := regexp.MustCompile(`\$\{(\w+)\}`).ReplaceAllStringFunc(n.Value, func(m string) string {
+			return tm.paramDefault(m[2 : len(m)-1])
+		})
+		f.AddAlarm(region, name)
+		d.alarms = append(d.alarms, name)
+	}
+	return d
 }
 
 // roll runs example-fleet.pkr.hcl's hotpath-rollout block, with its
@@ -124,6 +145,17 @@ func TestFleetFirstRolls(t *testing.T) {
 	d := deployFleet(t, f, readTemplate(t))
 	if d.image != first {
 		t.Fatalf("the deployed launch template's ImageId is %s, want the parameter's AMI %s", d.image, first)
+	}
+	// The example watches the template's alarm (the fake refuses a
+	// refresh watching an alarm it does not have, too).
+	alarms := v.GetAttr("alarms")
+	if alarms.LengthInt() == 0 {
+		t.Error("example-fleet.pkr.hcl watches no alarm")
+	}
+	for it := alarms.ElementIterator(); it.Next(); {
+		if _, a := it.Element(); !slices.Contains(d.alarms, a.AsString()) {
+			t.Errorf("example-fleet.pkr.hcl watches %s, the template makes %v", a.AsString(), d.alarms)
+		}
 	}
 	for i, name := range []string{"hotpath 1.0.1", "hotpath 1.0.2"} {
 		ami := f.AddImage(region, name)
@@ -175,5 +207,49 @@ func TestFleetWithSSMAliasRefused(t *testing.T) {
 	}
 	if n := f.CountCalls("PutParameter", 0) + f.CountCalls("CreateLaunchTemplateVersion", 0) + f.CountCalls("StartInstanceRefresh", 0); n != 0 {
 		t.Errorf("%d changes made", n)
+	}
+}
+
+// TestFleetAlarmRollsBack: end to end with the template and the example:
+// the fleet's alarm goes into ALARM when half the fleet runs the new AMI;
+// Auto Scaling rolls the refresh back, and the rollout reports it, puts
+// the parameter back and leaves the group on its previous version.
+func TestFleetAlarmRollsBack(t *testing.T) {
+	f := fakeaws.New("AKIDFLEET", "secret")
+	defer f.Close()
+	first := f.AddImage(region, "hotpath 1.0.0")
+	v, _ := rolloutBlock(t)
+	param := v.GetAttr("ssm_parameter").AsString()
+	f.PutParameterAs(region, param, first, "aws:ec2:image")
+	d := deployFleet(t, f, readTemplate(t))
+	if len(d.alarms) != 1 {
+		t.Fatalf("the template makes alarms %v", d.alarms)
+	}
+	f.FireAlarm(region, d.alarms[0], 50, "UnHealthyHostCount >= 1 for 2 of 2 datapoints")
+	ui, err := roll(t, f, f.AddImage(region, "hotpath 1.0.1"))
+	t.Logf("the rollout's report:\n%s", ui.Text())
+	if err == nil {
+		t.Fatal("the roll succeeded with the alarm in ALARM")
+	}
+	for _, s := range []string{
+		"RollbackSuccessful: Instance refresh failed: alarm in ALARM state: " + d.alarms[0],
+		"group hotpath in eu-west-1 was rolled back: every instance runs its previous configuration",
+	} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("the report does not say %q: %v", s, err)
+		}
+	}
+	for _, s := range []string{"auto rollback true, alarms " + d.alarms[0], "hotpath (eu-west-1): RollbackInProgress 50%",
+		"SSM parameter " + param + " in eu-west-1 is " + first + " again", "default version is 1 again"} {
+		if !ui.Contains(s) {
+			t.Errorf("UI does not say %q", s)
+		}
+	}
+	g := f.GroupState(region, d.group)
+	if g.Version != "1" || g.Running != first || g.Refreshes[0].Status != "RollbackSuccessful" {
+		t.Errorf("group on version %s running %s, refresh %s", g.Version, g.Running, g.Refreshes[0].Status)
+	}
+	if pm, _ := f.Parameter(region, param); pm.Value != first {
+		t.Errorf("parameter %s, want %s back", pm.Value, first)
 	}
 }

@@ -172,7 +172,8 @@ type Server struct {
 	// just created answer that it does not exist (eventual.go; default
 	// 2, so that every test that creates things meets it; 0 turns it off).
 	NotFoundAfterCreate int
-	young               map[string]int // resource key -> lookups left that miss
+	young               map[string]int    // resource key -> lookups left that miss
+	alarms              map[string]*Alarm // by region/name (alarms.go)
 	notFoundAnswers     int
 }
 
@@ -210,6 +211,7 @@ func New(accessKey, secretKey string) *Server {
 		sessions:     map[string]session{},
 		PendingPolls: 1,
 		young:        map[string]int{},
+		alarms:       map[string]*Alarm{},
 
 		NotFoundAfterCreate: 2,
 

@@ -69,6 +69,8 @@ type Refresh struct {
 	Warmup, CheckDelay            int
 	Checkpoints                   []int
 	SkipMatching, AutoRollback    bool
+	// Alarms are the CloudWatch alarms the refresh watches (alarms.go).
+	Alarms []string
 	// Given lists the preferences the request carried (their names, as
 	// InstanceWarmup, sorted): a preference left out takes Auto Scaling's
 	// default (the group's grace period for InstanceWarmup), which the
@@ -354,6 +356,7 @@ var autoscalingActions = map[string]queryAction{
 		"Preferences.CheckpointDelay":                            integer,
 		"Preferences.SkipMatching":                               boolean,
 		"Preferences.AutoRollback":                               boolean,
+		"Preferences.AlarmSpecification.Alarms.member.#":         str,
 	}, (*Server).startInstanceRefresh},
 	"DescribeInstanceRefreshes": {querySpec{"AutoScalingGroupName": str, "InstanceRefreshIds.member.#": str}, (*Server).describeInstanceRefreshes},
 	"CancelInstanceRefresh":     {querySpec{"AutoScalingGroupName": str}, (*Server).cancelInstanceRefresh},
@@ -402,6 +405,9 @@ func (s *Server) startInstanceRefresh(p map[string]string, region string) (strin
 		return "", f
 	}
 	if f := s.desiredConfiguration(g, &rf, p, region); f != nil {
+		return "", f
+	}
+	if f := s.refreshAlarms(&rf, p, region); f != nil {
 		return "", f
 	}
 	rf.InstancesToUpdate = g.Instances
@@ -533,9 +539,9 @@ func (s *Server) describeInstanceRefreshes(p map[string]string, region string) (
 		fmt.Fprintf(&b, "<member><InstanceRefreshId>%s</InstanceRefreshId><AutoScalingGroupName>%s</AutoScalingGroupName>"+
 			"<Status>%s</Status>%s<StartTime>2026-01-01T00:00:00Z</StartTime><PercentageComplete>%d</PercentageComplete>"+
 			"<InstancesToUpdate>%d</InstancesToUpdate><Preferences><MinHealthyPercentage>%d</MinHealthyPercentage>"+
-			"<SkipMatching>%t</SkipMatching><AutoRollback>%t</AutoRollback></Preferences></member>",
+			"<SkipMatching>%t</SkipMatching><AutoRollback>%t</AutoRollback>%s</Preferences></member>",
 			rf.ID, esc(g.Name), rf.Status, optional("StatusReason", rf.StatusReason), rf.Percentage, rf.InstancesToUpdate,
-			rf.MinHealthy, rf.SkipMatching, rf.AutoRollback)
+			rf.MinHealthy, rf.SkipMatching, rf.AutoRollback, alarmsXML(rf.Alarms))
 	}
 	b.WriteString("</InstanceRefreshes>")
 	return b.String(), nil
@@ -623,6 +629,14 @@ func (s *Server) advance(g *Group, rf *Refresh) {
 	g.Updated = min(rf.InstancesToUpdate, g.Updated+batch)
 	rf.Percentage = 100 * g.Updated / max(rf.InstancesToUpdate, 1)
 	rf.StatusReason = fmt.Sprintf("Replacing instances: %d of %d done, warming up for %ds", g.Updated, rf.InstancesToUpdate, rf.Warmup)
+	if fired := s.alarmFired(rf, g.Region); fired != "" {
+		if rf.AutoRollback {
+			rf.Status, rf.StatusReason = "RollbackInProgress", "Instance refresh failed: alarm in ALARM state: "+fired+"; rolling back"
+		} else {
+			rf.Status, rf.StatusReason = "Failed", "Instance refresh failed: alarm in ALARM state: "+fired
+		}
+		return
+	}
 	if rf.failAt > 0 && rf.Percentage >= rf.failAt {
 		if rf.AutoRollback {
 			rf.Status, rf.StatusReason = "RollbackInProgress", "Instance refresh failed: "+rf.failReason+"; rolling back"

@@ -82,6 +82,12 @@ type Config struct {
 	// Let Auto Scaling roll the group back when the refresh fails
 	// (default true).
 	AutoRollback *bool `mapstructure:"auto_rollback"`
+	// Names of CloudWatch alarms (up to 10) Auto Scaling watches during
+	// each refresh (RefreshPreferences.AlarmSpecification): when one goes
+	// into ALARM the refresh fails and, with auto_rollback, is rolled
+	// back, e.g. the NLB target group's unhealthy host count. The alarms
+	// must be in the group's region.
+	Alarms []string `mapstructure:"alarms"`
 	// What to do with a refresh still running when the build fails or is
 	// cancelled: "rollback" (default: every instance back on the previous
 	// version) or "cancel" (stop; instances already replaced stay).
@@ -97,6 +103,10 @@ type Config struct {
 
 // BuilderID identifies this post-processor's artifacts.
 const BuilderID = "hotpath.post-processor.rollout"
+
+// maxAlarms is AlarmSpecification's limit (Auto Scaling API Reference:
+// "You can specify up to 10 alarms").
+const maxAlarms = 10
 
 // Defaults.
 const (
@@ -228,6 +238,20 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	}
 	if c.AutoRollback == nil {
 		c.AutoRollback = boolPtr(true)
+	}
+	if len(c.Alarms) > maxAlarms {
+		add("alarms: %d names, Auto Scaling watches at most %d", len(c.Alarms), maxAlarms)
+	}
+	for i, a := range c.Alarms {
+		switch {
+		case a == "" || len(a) > 255:
+			add("alarms: %q is not an alarm name (1 to 255 characters)", a)
+		case slices.Contains(c.Alarms[:i], a):
+			add("alarms: %s is listed twice", a)
+		}
+	}
+	if len(c.Alarms) > 0 && !*c.AutoRollback {
+		warnings = append(warnings, "alarms without auto_rollback: an alarm fails the refresh, and the instances it replaced stay (the group is left mixed)")
 	}
 	if c.OnFailure == "" {
 		c.OnFailure = "rollback"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -405,6 +406,9 @@ func (s *stepRefresh) Run(ctx context.Context, state multistep.StateBag) multist
 	if len(c.CheckpointPercentages) > 0 {
 		prefs.CheckpointDelay = aws.Int32(int32(c.CheckpointDelay / time.Second))
 	}
+	if len(c.Alarms) > 0 {
+		prefs.AlarmSpecification = &astypes.AlarmSpecification{Alarms: c.Alarms}
+	}
 	for i, t := range c.Targets {
 		v := versions[i]
 		for _, g := range t.AutoScalingGroups {
@@ -421,8 +425,12 @@ func (s *stepRefresh) Run(ctx context.Context, state multistep.StateBag) multist
 			}
 			r := &refresh{region: t.Region, group: g, id: aws.ToString(out.InstanceRefreshId), version: v.number}
 			s.refreshes = append(s.refreshes, r)
-			ui.Say(fmt.Sprintf("Instance refresh %s started on %s in %s (launch template %s version %d, min healthy %d%%, auto rollback %t)",
-				r.id, g, t.Region, v.id, v.number, *c.MinHealthyPercentage, *c.AutoRollback))
+			watch := ""
+			if len(c.Alarms) > 0 {
+				watch = ", alarms " + strings.Join(c.Alarms, ", ")
+			}
+			ui.Say(fmt.Sprintf("Instance refresh %s started on %s in %s (launch template %s version %d, min healthy %d%%, auto rollback %t%s)",
+				r.id, g, t.Region, v.id, v.number, *c.MinHealthyPercentage, *c.AutoRollback, watch))
 		}
 	}
 	deadline := time.Now().Add(c.RefreshTimeout)
