@@ -55,7 +55,9 @@ type Config struct {
 	// SSM parameter that is set to each region's AMI id (data type
 	// aws:ec2:image), Bottlerocket's convention, e.g.
 	// /hotpath/prod/x86_64/latest/image_id. Launch templates may refer to
-	// it as resolve:ssm:<name>.
+	// it as resolve:ssm:<name>, but Auto Scaling cannot roll a group back
+	// to such a version: the reference fleet resolves it into an AMI id
+	// when the stack is deployed instead.
 	SSMParameter string `mapstructure:"ssm_parameter"`
 	// Launch templates and groups to roll, one block each.
 	Targets []Target `mapstructure:"target"`
@@ -80,7 +82,9 @@ type Config struct {
 	// (default true).
 	SkipMatching *bool `mapstructure:"skip_matching"`
 	// Let Auto Scaling roll the group back when the refresh fails
-	// (default true).
+	// (default true). Auto Scaling refuses it for a group on its launch
+	// template's $Latest or $Default version or on a version whose ImageId
+	// is resolve:ssm:; such a group stops the roll-out before any change.
 	AutoRollback *bool `mapstructure:"auto_rollback"`
 	// Names of CloudWatch alarms (up to 10) Auto Scaling watches during
 	// each refresh (RefreshPreferences.AlarmSpecification): when one goes
