@@ -19,9 +19,12 @@
 // aws:ec2:image parameter is validated after PutParameter has answered
 // (ssm.go), deregistration protection with cooldown outlives its
 // disabling by 24 hours, encrypted AMIs cannot be made public, snapshots
-// can end in state error and pending ones expire (ec2.go, ebs.go). Each
-// behaviour cites the AWS documentation it follows. The fake's clock is
-// injectable (SetClock).
+// can end in state error and pending ones expire (ec2.go, ebs.go), what
+// the API has just created is not found by its first lookups (eventual
+// consistency, eventual.go), auto rollback is refused where Auto Scaling
+// refuses it and CloudWatch alarms can roll a refresh back (fleet.go,
+// alarms.go). Each behaviour cites the AWS documentation it follows. The
+// fake's clock is injectable (SetClock).
 package fakeaws
 
 import (
