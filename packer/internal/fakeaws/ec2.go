@@ -488,6 +488,14 @@ func (s *Server) createTags(p map[string]string, region string) (string, *Fault)
 		return "", &Fault{Status: 400, Code: "MissingParameter", Message: "CreateTags needs ResourceId and Tag"}
 	}
 	for _, id := range ids {
+		if s.unseen("CreateTags/" + id) { // eventual.go
+			if strings.HasPrefix(id, "snap-") {
+				return "", snapshotNotFound(id)
+			}
+			return "", imageNotFound(id)
+		}
+	}
+	for _, id := range ids {
 		var m map[string]string
 		if im, ok := s.images[id]; ok && im.Region == region {
 			m = im.Tags
@@ -533,6 +541,7 @@ func (s *Server) copyImage(p map[string]string, region string) (string, *Fault) 
 		Tags:        map[string]string{}, Blocks: ssn.Blocks, Sums: ssn.Sums, State: "pending",
 	}
 	s.snapshots[sn.ID] = sn
+	s.created(sn.ID)
 	im := *src
 	im.ID, im.Region, im.Name, im.Description = id, region, p["Name"], p["Description"]
 	im.SnapshotID, im.State, im.pendingPolls = sn.ID, "pending", s.PendingPolls+s.CopyPendingPolls

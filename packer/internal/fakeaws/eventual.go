@@ -15,8 +15,11 @@ package fakeaws
 // DescribeLaunchTemplateVersions and ModifyLaunchTemplate naming the
 // version by number (InvalidLaunchTemplateId.VersionNotFound),
 // DescribeInstanceRefreshes naming the refresh (left out of the list, as
-// Auto Scaling does for an id it does not know). A describe by filter only
-// (no id) is unaffected. Resources a test adds directly (AddImage,
+// Auto Scaling does for an id it does not know). CreateTags counts apart
+// (its own K misses per AMI or snapshot): the EC2 reference names tagging a
+// resource just created as a case of eventual consistency, and a tag call
+// comes after the describes have seen the resource. A describe by filter
+// only (no id) is unaffected. Resources a test adds directly (AddImage,
 // AddLaunchTemplate) are old: they are always seen.
 
 // created marks a resource the API just created: its next
@@ -24,6 +27,7 @@ package fakeaws
 func (s *Server) created(key string) {
 	if s.NotFoundAfterCreate > 0 {
 		s.young[key] = s.NotFoundAfterCreate
+		s.young["CreateTags/"+key] = s.NotFoundAfterCreate
 	}
 }
 

@@ -44,9 +44,10 @@ func TestEventualConsistency(t *testing.T) {
 						t.Errorf("AMI %s in %s: %s, tags %v", im.ID, im.Region, im.State, im.Tags)
 					}
 				}
-				// snapshot + AMI + 2 copies, k misses each
-				if got := f.NotFoundAnswers(); got != 4*tc.k {
-					t.Errorf("%d NotFound answers, want %d", got, 4*tc.k)
+				// described: snapshot, AMI, 2 copies; tagged: 2 copies and
+				// their snapshots; k misses each
+				if got := f.NotFoundAnswers(); got != 8*tc.k {
+					t.Errorf("%d NotFound answers, want %d", got, 8*tc.k)
 				}
 				return
 			}
