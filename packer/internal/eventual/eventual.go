@@ -20,9 +20,10 @@ import (
 
 // Looks is how many answers "not found" one wait takes for a resource the
 // plugin created before it gives up: with the back-off of Do (delay,
-// doubling up to 4×delay) that is 2+4+4·7 = 34 poll intervals, about 3
-// minutes at hotpath-ami's default 5 s; EC2 documents propagation in
-// seconds, rarely minutes.
+// doubling up to 4×delay) the 9 sleeps between them are 1+2+4·7 = 31 poll
+// intervals, about 2.5 minutes at hotpath-ami's default 5 s (the SDK
+// waiters' own back-off between poll_interval and 4× is of the same
+// order); EC2's eventual consistency lasts seconds, rarely minutes.
 const Looks = 10
 
 // maxFactor caps Do's back-off at this multiple of its first delay, like
@@ -66,6 +67,12 @@ func Retryable[In, Out any](isNotFound func(error) bool, next func(context.Conte
 // twice as long after each further one, up to 4×delay. After Looks misses
 // it returns a *NotFoundError; a cancelled ctx ends it with ctx's error.
 func Do(ctx context.Context, delay time.Duration, isNotFound func(error) bool, fn func() error) error {
+	return do(ctx, delay, isNotFound, fn, sleep)
+}
+
+// do is Do with the sleep given (a test records the back-off).
+func do(ctx context.Context, delay time.Duration, isNotFound func(error) bool, fn func() error,
+	sleep func(context.Context, time.Duration) error) error {
 	wait := delay
 	for miss := 1; ; miss++ {
 		err := fn()
@@ -75,11 +82,21 @@ func Do(ctx context.Context, delay time.Duration, isNotFound func(error) bool, f
 		if miss == Looks {
 			return &NotFoundError{Looks: miss, Err: err}
 		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(wait):
+		if cerr := sleep(ctx, wait); cerr != nil {
+			return errors.Join(cerr, err)
 		}
 		wait = min(2*wait, maxFactor*delay)
+	}
+}
+
+// sleep waits d, or until ctx is done (then its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

@@ -3,6 +3,7 @@ package eventual
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -46,18 +47,23 @@ func TestDo(t *testing.T) {
 	}
 }
 
-// TestDoBacksOff: the sleeps double from delay and stop at 4×delay.
+// TestDoBacksOff: the sleeps between the Looks calls double from delay
+// and stop at 4×delay; a cancelled context ends the wait with its error.
 func TestDoBacksOff(t *testing.T) {
-	const delay = 2 * time.Millisecond
-	var at []time.Time
-	Do(context.Background(), delay, isNF, func() error { at = append(at, time.Now()); return errNF })
-	if len(at) != Looks {
-		t.Fatalf("%d calls", len(at))
+	const d = time.Second
+	var slept []time.Duration
+	rec := func(_ context.Context, w time.Duration) error { slept = append(slept, w); return nil }
+	do(context.Background(), d, isNF, func() error { return errNF }, rec)
+	want := []time.Duration{d, 2 * d, 4 * d, 4 * d, 4 * d, 4 * d, 4 * d, 4 * d, 4 * d}
+	if !slices.Equal(slept, want) {
+		t.Errorf("slept %v, want %v", slept, want)
 	}
-	total := at[len(at)-1].Sub(at[0])
-	// 1+2+4+4·6 = 31 delays at least (sleeps are never shorter).
-	if min := 31 * delay; total < min {
-		t.Errorf("%d misses took %s, want at least %s", Looks, total, min)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls := 0
+	err := Do(ctx, time.Hour, isNF, func() error { calls++; return errNF })
+	if calls != 1 || !errors.Is(err, context.Canceled) || !errors.Is(err, errNF) {
+		t.Errorf("cancelled: %d calls, err %v", calls, err)
 	}
 }
 
