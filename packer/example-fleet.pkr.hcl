@@ -72,13 +72,16 @@ build {
       }
       # Zero downtime: launch new instances before old ones go, wait for
       # each to pass the target group's health check and warm up, pause
-      # at half the fleet, roll back on failure.
+      # at half the fleet, roll back on failure or when the fleet's alarm
+      # (deploy/fleet.yaml's UnhealthyHostsAlarm: targets failing the NLB
+      # health check) goes into ALARM during the refresh.
       min_healthy_percentage = 100
       max_healthy_percentage = 150
       instance_warmup        = "60s"
       checkpoint_percentages = [50, 100]
       checkpoint_delay       = "10m"
       auto_rollback          = true
+      alarms                 = ["${var.auto_scaling_group}-unhealthy-hosts"]
       refresh_timeout        = "2h"
     }
   }

@@ -259,8 +259,14 @@ func TestFleetAgreesWithImage(t *testing.T) {
 			t.Errorf("MetadataOptions.%s = %s, want %s", k, got, want)
 		}
 	}
-	if got := str(tm.prop("LaunchTemplate", "LaunchTemplateData", "ImageId")); got != "!Sub resolve:ssm:${ImageParameter}" {
-		t.Errorf("ImageId = %s, want EC2's resolve:ssm: of the ImageParameter", got)
+	// An AMI id CloudFormation reads from the parameter at deploy, not
+	// EC2's resolve:ssm: alias: Auto Scaling does not roll back to a
+	// launch template with an alias (TestFleetFirstRolls).
+	if got := str(tm.prop("LaunchTemplate", "LaunchTemplateData", "ImageId")); got != "!Ref ImageParameter" {
+		t.Errorf("ImageId = %s, want !Ref ImageParameter", got)
+	}
+	if got := str(get(tm.root, "Parameters", "ImageParameter", "Type")); got != "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>" {
+		t.Errorf("ImageParameter is a %s, want the AMI id from the SSM parameter", got)
 	}
 	if got := str(tm.prop("LaunchTemplate", "LaunchTemplateData", "KeyName")); got != "<missing>" {
 		t.Errorf("a key pair (%s): there is no ssh", got)

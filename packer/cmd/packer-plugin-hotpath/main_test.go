@@ -930,7 +930,7 @@ func fleet(t *testing.T, f *fakeaws.Server) string {
 	oldUS := f.AddImage("us-east-1", "hotpath 0.9")
 	lt := f.AddLaunchTemplate("eu-west-1", "hotpath", old)
 	ltUS := f.AddLaunchTemplate("us-east-1", "hotpath", oldUS)
-	f.AddGroup("eu-west-1", "web", lt, "$Default", 6)
+	f.AddGroup("eu-west-1", "web", lt, "1", 6)
 	f.AddGroup("us-east-1", "web-us", ltUS, "1", 3)
 	f.PutParameterValue("eu-west-1", "/hotpath/prod/x86_64/latest/image_id", old)
 	return ltUS

@@ -174,6 +174,7 @@ func (s *Server) startSnapshot(q ebsRequest, region string) ebsAnswer {
 	}
 	sn.deadline = s.clock().Add(time.Duration(sn.timeout()) * time.Minute)
 	s.snapshots[sn.ID] = sn
+	s.created(sn.ID)
 	if in.ClientToken != "" {
 		s.tokens[in.ClientToken] = sn.ID
 	}

@@ -251,6 +251,9 @@ func (s *Server) describeSnapshots(p map[string]string, region string) (string, 
 	b.WriteString("<snapshotSet>")
 	for _, id := range ids {
 		sn, f := s.snapshot(id, region)
+		if f == nil && len(list(p, "SnapshotId", "")) > 0 && s.unseen(id) {
+			f = snapshotNotFound(id)
+		}
 		if f != nil {
 			return "", f
 		}
@@ -346,6 +349,7 @@ func (s *Server) registerImage(p map[string]string, region string) (string, *Fau
 	}
 	im.ID = s.nextID("ami")
 	s.images[im.ID] = im
+	s.created(im.ID)
 	return "<imageId>" + im.ID + "</imageId>", nil
 }
 
@@ -421,6 +425,9 @@ func (s *Server) describeImages(p map[string]string, region string) (string, *Fa
 	b.WriteString("<imagesSet>")
 	for _, id := range ids {
 		im, f := s.image(id, region)
+		if f == nil && len(list(p, "ImageId", "")) > 0 && s.unseen(id) {
+			f = imageNotFound(id)
+		}
 		if f != nil {
 			return "", f
 		}
@@ -481,6 +488,14 @@ func (s *Server) createTags(p map[string]string, region string) (string, *Fault)
 		return "", &Fault{Status: 400, Code: "MissingParameter", Message: "CreateTags needs ResourceId and Tag"}
 	}
 	for _, id := range ids {
+		if s.unseen("CreateTags/" + id) { // eventual.go
+			if strings.HasPrefix(id, "snap-") {
+				return "", snapshotNotFound(id)
+			}
+			return "", imageNotFound(id)
+		}
+	}
+	for _, id := range ids {
 		var m map[string]string
 		if im, ok := s.images[id]; ok && im.Region == region {
 			m = im.Tags
@@ -526,6 +541,7 @@ func (s *Server) copyImage(p map[string]string, region string) (string, *Fault) 
 		Tags:        map[string]string{}, Blocks: ssn.Blocks, Sums: ssn.Sums, State: "pending",
 	}
 	s.snapshots[sn.ID] = sn
+	s.created(sn.ID)
 	im := *src
 	im.ID, im.Region, im.Name, im.Description = id, region, p["Name"], p["Description"]
 	im.SnapshotID, im.State, im.pendingPolls = sn.ID, "pending", s.PendingPolls+s.CopyPendingPolls
@@ -533,6 +549,7 @@ func (s *Server) copyImage(p map[string]string, region string) (string, *Fault) 
 	im.SourceRegion, im.SourceImageID = src.Region, src.ID
 	im.Tags, im.LaunchUsers, im.LaunchGroups, im.Params = map[string]string{}, nil, nil, p
 	s.images[im.ID] = &im
+	s.created(im.ID)
 	return "<imageId>" + im.ID + "</imageId>", nil
 }
 

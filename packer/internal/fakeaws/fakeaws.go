@@ -19,9 +19,12 @@
 // aws:ec2:image parameter is validated after PutParameter has answered
 // (ssm.go), deregistration protection with cooldown outlives its
 // disabling by 24 hours, encrypted AMIs cannot be made public, snapshots
-// can end in state error and pending ones expire (ec2.go, ebs.go). Each
-// behaviour cites the AWS documentation it follows. The fake's clock is
-// injectable (SetClock).
+// can end in state error and pending ones expire (ec2.go, ebs.go), what
+// the API has just created is not found by its first lookups (eventual
+// consistency, eventual.go), auto rollback is refused where Auto Scaling
+// refuses it and CloudWatch alarms can roll a refresh back (fleet.go,
+// alarms.go). Each behaviour cites the AWS documentation it follows. The
+// fake's clock is injectable (SetClock).
 package fakeaws
 
 import (
@@ -168,6 +171,13 @@ type Server struct {
 	// CompleteError, if set, makes snapshots completed from now on end in
 	// state error, with this status message, instead of completed.
 	CompleteError string
+	// NotFoundAfterCreate is how many lookups by id of a resource the API
+	// just created answer that it does not exist (eventual.go; default
+	// 2, so that every test that creates things meets it; 0 turns it off).
+	NotFoundAfterCreate int
+	young               map[string]int    // resource key -> lookups left that miss
+	alarms              map[string]*Alarm // by region/name (alarms.go)
+	notFoundAnswers     int
 }
 
 // SetClock replaces the fake's clock (nil: time.Now).
@@ -203,6 +213,10 @@ func New(accessKey, secretKey string) *Server {
 		pending:      map[string]*pendingPut{},
 		sessions:     map[string]session{},
 		PendingPolls: 1,
+		young:        map[string]int{},
+		alarms:       map[string]*Alarm{},
+
+		NotFoundAfterCreate: 2,
 
 		ValidationPolls: 1,
 	}

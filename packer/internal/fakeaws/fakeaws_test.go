@@ -126,9 +126,6 @@ func TestStrictParameters(t *testing.T) {
 			"AutoScalingGroupName", "web", "Preferences.ScaleInProtectedInstances", "Wait"), "ValidationError"},
 		{"autoscaling bad integer", "autoscaling", form, "", q("Action", "StartInstanceRefresh", "Version", "2011-01-01",
 			"AutoScalingGroupName", "web", "Preferences.InstanceWarmup", "1m"), "expected an integer"},
-		{"autoscaling rollback of $Latest", "autoscaling", form, "", q("Action", "StartInstanceRefresh", "Version", "2011-01-01",
-			"AutoScalingGroupName", "web", "DesiredConfiguration.LaunchTemplate.LaunchTemplateId", lt,
-			"DesiredConfiguration.LaunchTemplate.Version", "$Latest", "Preferences.AutoRollback", "true"), "AutoRollback needs a specific launch template version"},
 		// Auto Scaling lists are Name.member.N, not EC2's Name.N.
 		{"autoscaling list without member", "autoscaling", form, "", q("Action", "DescribeAutoScalingGroups", "Version", "2011-01-01",
 			"AutoScalingGroupNames.1", "web"), "AutoScalingGroupNames.1 is not recognized"},

@@ -1,6 +1,7 @@
 package fakeaws
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -68,6 +69,8 @@ type Refresh struct {
 	Warmup, CheckDelay            int
 	Checkpoints                   []int
 	SkipMatching, AutoRollback    bool
+	// Alarms are the CloudWatch alarms the refresh watches (alarms.go).
+	Alarms []string
 	// Given lists the preferences the request carried (their names, as
 	// InstanceWarmup, sorted): a preference left out takes Auto Scaling's
 	// default (the group's grace period for InstanceWarmup), which the
@@ -78,7 +81,11 @@ type Refresh struct {
 	failAt     int
 	failReason string
 	waited     map[int]bool // checkpoints already paused at
-	prevVer    string
+	// prevTemplate and prevVer are the group's configuration when the
+	// refresh started: what a rollback goes back to.
+	prevTemplate, prevVer string
+	// desired is set when the request gave a desired configuration.
+	desired bool
 }
 
 // AddLaunchTemplate creates a launch template whose version 1 (the
@@ -112,7 +119,31 @@ func (s *Server) AddGroup(region, name, templateID, version string, n int) {
 	defer s.mu.Unlock()
 	lt := s.templates[templateID]
 	v, _ := lt.resolve(version)
-	s.groups[region+"/"+name] = &Group{Name: name, Region: region, TemplateID: templateID, Version: version, Running: lt.Images[v-1], Instances: n}
+	s.groups[region+"/"+name] = &Group{Name: name, Region: region, TemplateID: templateID, Version: version, Running: s.imageOf(lt, v), Instances: n}
+}
+
+// ssmAlias is how a launch template's ImageId names a Systems Manager
+// parameter instead of an AMI (EC2 User Guide, "Use a Systems Manager
+// parameter instead of an AMI ID"): resolve:ssm:<name>[:<version>], which
+// EC2 resolves at each launch.
+const ssmAlias = "resolve:ssm:"
+
+// imageOf is the AMI version v of the launch template launches now: its
+// ImageId, or the current value of the parameter an ssm alias names ("" when
+// the parameter does not exist).
+func (s *Server) imageOf(lt *LaunchTemplate, v int) string {
+	img := lt.Images[v-1]
+	name, ok := strings.CutPrefix(img, ssmAlias)
+	if !ok {
+		return img
+	}
+	if i := strings.LastIndex(name, ":"); i > 0 {
+		name = name[:i] // a :<version> or :<label> suffix; the fake keeps no history by label
+	}
+	if pm, ok := s.parameters[lt.Region+"/"+name]; ok {
+		return pm.Value
+	}
+	return ""
 }
 
 // FailRefresh makes the next instance refresh of the group fail once it
@@ -206,7 +237,11 @@ func (s *Server) createLaunchTemplateVersion(p map[string]string, region string)
 	if img == "" && src > 0 {
 		img = lt.Images[src-1]
 	}
-	if im, ok := s.images[img]; !ok || im.Region != region || im.State != "available" {
+	if name, ok := strings.CutPrefix(img, ssmAlias); ok {
+		if _, ok := s.parameters[region+"/"+name]; !ok {
+			return "", badParam("The SSM parameter %s in the ImageId does not exist", name)
+		}
+	} else if im, ok := s.images[img]; !ok || im.Region != region || im.State != "available" {
 		return "", notFound("InvalidAMIID.NotFound", "The image id '["+img+"]' does not exist or is not available in "+region)
 	}
 	if len(p["VersionDescription"]) > 255 {
@@ -227,6 +262,7 @@ func (s *Server) createLaunchTemplateVersion(p map[string]string, region string)
 	lt.InstanceTypes = append(lt.InstanceTypes, itype)
 	lt.Descriptions = append(lt.Descriptions, p["VersionDescription"])
 	lt.Options = append(lt.Options, opts)
+	s.created(fmt.Sprintf("%s:%d", lt.ID, len(lt.Images)))
 	return "<launchTemplateVersion>" + lt.versionXML(len(lt.Images)) + "</launchTemplateVersion>", nil
 }
 
@@ -237,7 +273,7 @@ func (s *Server) modifyLaunchTemplate(p map[string]string, region string) (strin
 	}
 	if v := p["SetDefaultVersion"]; v != "" {
 		n, ok := lt.resolve(v)
-		if !ok || strings.HasPrefix(v, "$") && v != "$Latest" {
+		if !ok || strings.HasPrefix(v, "$") && v != "$Latest" || !strings.HasPrefix(v, "$") && s.unseen(fmt.Sprintf("%s:%d", lt.ID, n)) {
 			return "", versionNotFound(v)
 		}
 		lt.Default = n
@@ -262,7 +298,7 @@ func (s *Server) describeLaunchTemplateVersions(p map[string]string, region stri
 	}
 	for _, v := range vs {
 		n, ok := lt.resolve(v)
-		if !ok {
+		if !ok || !strings.HasPrefix(v, "$") && s.unseen(fmt.Sprintf("%s:%d", lt.ID, n)) {
 			return "", versionNotFound(v)
 		}
 		b.WriteString("<item>" + lt.versionXML(n) + "</item>")
@@ -320,6 +356,7 @@ var autoscalingActions = map[string]queryAction{
 		"Preferences.CheckpointDelay":                            integer,
 		"Preferences.SkipMatching":                               boolean,
 		"Preferences.AutoRollback":                               boolean,
+		"Preferences.AlarmSpecification.Alarms.member.#":         str,
 	}, (*Server).startInstanceRefresh},
 	"DescribeInstanceRefreshes": {querySpec{"AutoScalingGroupName": str, "InstanceRefreshIds.member.#": str}, (*Server).describeInstanceRefreshes},
 	"CancelInstanceRefresh":     {querySpec{"AutoScalingGroupName": str}, (*Server).cancelInstanceRefresh},
@@ -362,12 +399,15 @@ func (s *Server) startInstanceRefresh(p map[string]string, region string) (strin
 		Status: "Pending", StatusReason: "Waiting for the refresh to start",
 		TemplateID: p["DesiredConfiguration.LaunchTemplate.LaunchTemplateId"], Version: p["DesiredConfiguration.LaunchTemplate.Version"],
 		MinHealthy: 90, SkipMatching: p["Preferences.SkipMatching"] == "true", AutoRollback: p["Preferences.AutoRollback"] == "true",
-		waited: map[int]bool{}, prevVer: g.Version,
+		waited: map[int]bool{}, prevVer: g.Version, prevTemplate: g.TemplateID,
 	}
 	if f := refreshPreferences(&rf, p); f != nil {
 		return "", f
 	}
 	if f := s.desiredConfiguration(g, &rf, p, region); f != nil {
+		return "", f
+	}
+	if f := s.refreshAlarms(&rf, p, region); f != nil {
 		return "", f
 	}
 	rf.InstancesToUpdate = g.Instances
@@ -379,6 +419,7 @@ func (s *Server) startInstanceRefresh(p map[string]string, region string) (strin
 	rf.failAt, rf.failReason, g.failAt = g.failAt, g.failReason, 0
 	g.Updated = 0
 	g.Refreshes = append(g.Refreshes, rf)
+	s.created(rf.ID)
 	return "<InstanceRefreshId>" + rf.ID + "</InstanceRefreshId>", nil
 }
 
@@ -429,10 +470,14 @@ func (s *Server) desiredConfiguration(g *Group, rf *Refresh, p map[string]string
 		return asInvalid("fakeaws: name the launch template by id")
 	}
 	if rf.TemplateID == "" {
-		if rf.AutoRollback {
-			return asInvalid("AutoRollback requires a DesiredConfiguration")
-		}
 		rf.TemplateID, rf.Version = g.TemplateID, g.Version
+	} else {
+		rf.desired = true
+	}
+	if rf.AutoRollback {
+		if why := s.irreversible(g, rf); why != "" {
+			return asInvalid("AutoRollback is not supported: %s", why)
+		}
 	}
 	lt, ok := s.templates[rf.TemplateID]
 	if !ok || lt.Region != region {
@@ -441,10 +486,40 @@ func (s *Server) desiredConfiguration(g *Group, rf *Refresh, p map[string]string
 	if _, ok := lt.resolve(rf.Version); !ok {
 		return asInvalid("launch template version %s not found", rf.Version)
 	}
-	if rf.AutoRollback && (rf.Version == "" || strings.HasPrefix(rf.Version, "$")) {
-		return asInvalid("AutoRollback needs a specific launch template version, not %s", rf.Version)
-	}
 	return nil
+}
+
+// irreversible says why a refresh cannot be rolled back ("" when it can),
+// in exactly the three cases the Auto Scaling API Reference lists under
+// RefreshPreferences.AutoRollback and RollbackInstanceRefresh: no desired
+// configuration was given; the group's launch template uses a Systems
+// Manager parameter instead of an AMI ID for ImageId; the group uses the
+// launch template's $Latest or $Default version. "The group's" is the
+// configuration the refresh would go back to (User Guide, "Undo changes
+// with a manual or auto rollback": a rollback restores the configuration
+// last saved on the group, which must be a numbered version and not an
+// AMI alias from Parameter Store); the desired configuration's version
+// is not restricted.
+func (s *Server) irreversible(g *Group, rf *Refresh) string {
+	tmpl, ver := g.TemplateID, g.Version
+	if rf.prevTemplate != "" {
+		tmpl, ver = rf.prevTemplate, rf.prevVer
+	}
+	if !rf.desired {
+		return "there is no desired configuration specified for the instance refresh"
+	}
+	if ver == "" || strings.HasPrefix(ver, "$") {
+		return fmt.Sprintf("the Auto Scaling group %s uses the %s version of its launch template", g.Name, cmp.Or(ver, "$Default"))
+	}
+	lt, ok := s.templates[tmpl]
+	if !ok {
+		return ""
+	}
+	if n, ok := lt.resolve(ver); ok && strings.HasPrefix(lt.Images[n-1], ssmAlias) {
+		return fmt.Sprintf("the Auto Scaling group %s has a launch template (%s version %d) that uses a Systems Manager parameter "+
+			"instead of an AMI ID for the ImageId property (%s)", g.Name, lt.ID, n, lt.Images[n-1])
+	}
+	return ""
 }
 
 func (s *Server) describeInstanceRefreshes(p map[string]string, region string) (string, *Fault) {
@@ -457,16 +532,16 @@ func (s *Server) describeInstanceRefreshes(p map[string]string, region string) (
 	b.WriteString("<InstanceRefreshes>")
 	for i := len(g.Refreshes) - 1; i >= 0; i-- {
 		rf := &g.Refreshes[i]
-		if len(ids) > 0 && !oneOf(rf.ID, ids...) {
+		if len(ids) > 0 && (!oneOf(rf.ID, ids...) || s.unseen(rf.ID)) {
 			continue
 		}
 		s.advance(g, rf)
 		fmt.Fprintf(&b, "<member><InstanceRefreshId>%s</InstanceRefreshId><AutoScalingGroupName>%s</AutoScalingGroupName>"+
 			"<Status>%s</Status>%s<StartTime>2026-01-01T00:00:00Z</StartTime><PercentageComplete>%d</PercentageComplete>"+
 			"<InstancesToUpdate>%d</InstancesToUpdate><Preferences><MinHealthyPercentage>%d</MinHealthyPercentage>"+
-			"<SkipMatching>%t</SkipMatching><AutoRollback>%t</AutoRollback></Preferences></member>",
+			"<SkipMatching>%t</SkipMatching><AutoRollback>%t</AutoRollback>%s</Preferences></member>",
 			rf.ID, esc(g.Name), rf.Status, optional("StatusReason", rf.StatusReason), rf.Percentage, rf.InstancesToUpdate,
-			rf.MinHealthy, rf.SkipMatching, rf.AutoRollback)
+			rf.MinHealthy, rf.SkipMatching, rf.AutoRollback, alarmsXML(rf.Alarms))
 	}
 	b.WriteString("</InstanceRefreshes>")
 	return b.String(), nil
@@ -499,8 +574,9 @@ func (s *Server) rollbackInstanceRefresh(p map[string]string, region string) (st
 	if f != nil {
 		return "", f
 	}
-	if strings.HasPrefix(cur.Version, "$") {
-		return "", &Fault{Status: 400, Code: "IrreversibleInstanceRefresh", Message: "The desired configuration names $Latest or $Default: the refresh cannot be rolled back"}
+	g, _, _ := s.group(p, region)
+	if why := s.irreversible(g, cur); why != "" {
+		return "", &Fault{Status: 400, Code: "IrreversibleInstanceRefresh", Message: "The instance refresh cannot be rolled back: " + why}
 	}
 	cur.Status, cur.StatusReason = "RollbackInProgress", "Rolling back at the caller's request"
 	return "<InstanceRefreshId>" + cur.ID + "</InstanceRefreshId>", nil
@@ -511,7 +587,7 @@ func (s *Server) rollbackInstanceRefresh(p map[string]string, region string) (st
 func (s *Server) sameImage(g *Group, rf Refresh) bool {
 	lt := s.templates[rf.TemplateID]
 	v, ok := lt.resolve(rf.Version)
-	return ok && lt.Images[v-1] == g.Running
+	return ok && s.imageOf(lt, v) == g.Running
 }
 
 // advance moves a refresh one poll further: Pending, then one batch of
@@ -553,6 +629,14 @@ func (s *Server) advance(g *Group, rf *Refresh) {
 	g.Updated = min(rf.InstancesToUpdate, g.Updated+batch)
 	rf.Percentage = 100 * g.Updated / max(rf.InstancesToUpdate, 1)
 	rf.StatusReason = fmt.Sprintf("Replacing instances: %d of %d done, warming up for %ds", g.Updated, rf.InstancesToUpdate, rf.Warmup)
+	if fired := s.alarmFired(rf, g.Region); fired != "" {
+		if rf.AutoRollback {
+			rf.Status, rf.StatusReason = "RollbackInProgress", "Instance refresh failed: alarm in ALARM state: "+fired+"; rolling back"
+		} else {
+			rf.Status, rf.StatusReason = "Failed", "Instance refresh failed: alarm in ALARM state: "+fired
+		}
+		return
+	}
 	if rf.failAt > 0 && rf.Percentage >= rf.failAt {
 		if rf.AutoRollback {
 			rf.Status, rf.StatusReason = "RollbackInProgress", "Instance refresh failed: "+rf.failReason+"; rolling back"
@@ -571,7 +655,7 @@ func (s *Server) advance(g *Group, rf *Refresh) {
 func (s *Server) finish(g *Group, rf *Refresh) {
 	lt := s.templates[rf.TemplateID]
 	v, _ := lt.resolve(rf.Version)
-	g.TemplateID, g.Version, g.Running = rf.TemplateID, rf.Version, lt.Images[v-1]
+	g.TemplateID, g.Version, g.Running = rf.TemplateID, rf.Version, s.imageOf(lt, v)
 }
 
 // versionOptions reads and checks the IPv6 launch options of a new

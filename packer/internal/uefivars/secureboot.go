@@ -64,7 +64,8 @@ type SecureBootCerts struct {
 // Variables returns PK, KEK and db as time-based authenticated variables
 // whose data are EFI_SIGNATURE_LISTs of X.509 certificates, one list per
 // certificate (their sizes differ), owned by HotpathOwner; the time stamp
-// and digest are zero and empty, as python-uefivars writes them.
+// and digest are none (python-uefivars writes 16 zero bytes and a 32-byte
+// zero digest for them, and so does Encode).
 func (c SecureBootCerts) Variables() ([]Variable, error) {
 	if c.PK == nil || len(c.KEK) == 0 || len(c.DB) == 0 {
 		return nil, errors.New("uefivars: Secure Boot needs a PK, at least one KEK and at least one db certificate")

@@ -10,7 +10,11 @@
 // its data (each a uint64 length and the bytes), its vendor GUID (EFI byte
 // order), its uint32 attributes and, for time-based authenticated
 // variables, a 16-byte EFI_TIME and a length-prefixed digest. All integers
-// are little-endian.
+// are little-endian. A time-based authenticated variable without a time
+// stamp or digest carries zeros in their place: 16 zero bytes of time and
+// a digest of 32 zero bytes (python-uefivars' EMPTY_TIMESTAMP and
+// EMPTY_DIGEST in varstore.py, written by aws.py's __bytes__ and read
+// back as none), not an empty digest.
 //
 // python-uefivars compresses with a preset zlib dictionary of its own.
 // This package writes without one (zlib readers only use a dictionary when
@@ -62,9 +66,15 @@ type Variable struct {
 	Attrs uint32
 	Data  []byte
 	// Time and Digest are kept for time-based authenticated variables.
+	// A zero Time and a nil Digest are none: stored as zeros (emptyDigest).
 	Time   [16]byte
 	Digest []byte
 }
+
+// emptyDigest is what the store holds for a time-based authenticated
+// variable without a digest: python-uefivars' EMPTY_DIGEST, 32 zero bytes
+// (a SHA-256's size), which its reader takes for none.
+var emptyDigest = make([]byte, 32)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -86,7 +96,11 @@ func Encode(vars []Variable) (string, error) {
 		w(v.Attrs)
 		if v.Attrs&TimeBasedAuthenticatedWriteAccess != 0 {
 			payload.Write(v.Time[:])
-			blob(v.Digest)
+			if len(v.Digest) == 0 {
+				blob(emptyDigest)
+			} else {
+				blob(v.Digest)
+			}
 		}
 	}
 	var z bytes.Buffer
@@ -157,7 +171,9 @@ func parse(p []byte) ([]Variable, error) {
 		v.Attrs = uint32(r.u32())
 		if v.Attrs&TimeBasedAuthenticatedWriteAccess != 0 {
 			copy(v.Time[:], r.bytes(16))
-			v.Digest = r.blob()
+			if v.Digest = r.blob(); bytes.Equal(v.Digest, emptyDigest) {
+				v.Digest = nil // none, as python-uefivars reads it
+			}
 		}
 		out = append(out, v)
 	}

@@ -89,7 +89,7 @@ func (a *Artifact) Destroy() error {
 	sort.Strings(regions)
 	for _, r := range regions {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		err := deleteImage(ctx, a.clients.ec2(r), a.Amis[r], DefaultPollInterval)
+		err := deleteImage(ctx, a.clients.ec2(r), a.Amis[r], DefaultPollInterval, false)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", r, err))

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/multistep"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	"github.com/hotpath-dev/hotpath/packer/ebsupload"
+	"github.com/hotpath-dev/hotpath/packer/internal/eventual"
 )
 
 // State bag keys.
@@ -140,6 +141,7 @@ func (s *stepUpload) Run(ctx context.Context, state multistep.StateBag) multiste
 func waitSnapshot(ctx context.Context, client *ec2.Client, id string, c *Config) error {
 	w := ec2.NewSnapshotCompletedWaiter(client, func(o *ec2.SnapshotCompletedWaiterOptions) {
 		o.MinDelay, o.MaxDelay = c.PollInterval, 4*c.PollInterval
+		o.Retryable = eventual.Retryable(notFound, o.Retryable) // just created by StartSnapshot
 	})
 	err := w.Wait(ctx, &ec2.DescribeSnapshotsInput{SnapshotIds: []string{id}}, c.WaitTimeout)
 	if err == nil || ctx.Err() != nil {
@@ -262,6 +264,7 @@ func (s *stepRegister) Cleanup(state multistep.StateBag) {
 func waitAvailable(ctx context.Context, client *ec2.Client, id string, c *Config) error {
 	w := ec2.NewImageAvailableWaiter(client, func(o *ec2.ImageAvailableWaiterOptions) {
 		o.MinDelay, o.MaxDelay = c.PollInterval, 4*c.PollInterval
+		o.Retryable = eventual.Retryable(notFound, o.Retryable) // just registered or copied
 	})
 	if err := w.Wait(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}}, c.WaitTimeout); err != nil {
 		return fmt.Errorf("wait for AMI %s: %w", id, err)
@@ -312,7 +315,11 @@ func (s *stepCopy) Run(ctx context.Context, state multistep.StateBag) multistep.
 		if err := waitAvailable(ctx, cl.ec2(r), amis[r], c); err != nil {
 			return halt(ctx, state, err)
 		}
-		snap, _, err := imageSnapshot(ctx, cl.ec2(r), amis[r])
+		var snap string
+		err := eventual.Do(ctx, c.PollInterval, notFound, func() (err error) {
+			snap, _, err = imageSnapshot(ctx, cl.ec2(r), amis[r])
+			return err
+		})
 		if err == nil && snap == "" {
 			err = fmt.Errorf("AMI %s is available but names no snapshot", amis[r])
 		}
@@ -320,10 +327,10 @@ func (s *stepCopy) Run(ctx context.Context, state multistep.StateBag) multistep.
 			return halt(ctx, state, err)
 		}
 		snaps[r] = snap
-		if err := tag(ctx, cl.ec2(r), amis[r], c.Tags); err != nil {
+		if err := tag(ctx, cl.ec2(r), amis[r], c.Tags, c.PollInterval); err != nil {
 			return halt(ctx, state, err)
 		}
-		if err := tag(ctx, cl.ec2(r), snap, c.SnapshotTags); err != nil {
+		if err := tag(ctx, cl.ec2(r), snap, c.SnapshotTags, c.PollInterval); err != nil {
 			return halt(ctx, state, err)
 		}
 		ui.Say(fmt.Sprintf("AMI %s is available in %s", amis[r], r))
@@ -348,7 +355,7 @@ func (s *stepCopy) Cleanup(state multistep.StateBag) {
 			continue
 		}
 		ui.Say(fmt.Sprintf("Deleting the copy %s in %s and its snapshot (the build failed or was cancelled)...", id, r))
-		if err := deleteImage(ctx, cl.ec2(r), id, c.PollInterval); err != nil {
+		if err := deleteImage(ctx, cl.ec2(r), id, c.PollInterval, true); err != nil {
 			ui.Error(fmt.Sprintf("Error deleting %s in %s, delete it and its snapshot by hand: %s", id, r, err))
 			leftover(state, fmt.Sprintf("AMI %s and its snapshot in %s", id, r))
 			continue
@@ -510,11 +517,16 @@ func ec2Tags(m map[string]string) []types.Tag {
 	return tags
 }
 
-func tag(ctx context.Context, client *ec2.Client, id string, m map[string]string) error {
+// tag tags a resource the build created; CreateTags right after a create
+// may answer that it does not exist (eventual consistency), retried.
+func tag(ctx context.Context, client *ec2.Client, id string, m map[string]string, poll time.Duration) error {
 	if len(m) == 0 {
 		return nil
 	}
-	if _, err := client.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: ec2Tags(m)}); err != nil {
+	if err := eventual.Do(ctx, poll, notFound, func() error {
+		_, err := client.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: ec2Tags(m)})
+		return err
+	}); err != nil {
 		return fmt.Errorf("tag %s: %w", id, err)
 	}
 	return nil
@@ -549,8 +561,22 @@ const copySnapshotAttempts = 5
 // description EC2 gives it ("Copied for DestinationAmi <id> ..."),
 // searched a bounded number of times poll apart after the copy is
 // deregistered (which stops it).
-func deleteImage(ctx context.Context, client *ec2.Client, id string, poll time.Duration) error {
-	snap, _, err := imageSnapshot(ctx, client, id)
+//
+// fresh says the AMI was created moments ago (the clean-up of a failed
+// build): EC2 may then still answer that it does not exist (eventual
+// consistency), so "not found" is looked at again, a bounded number of
+// times, before the AMI counts as gone; taken at its word, it would leave
+// the copy and its snapshot behind.
+func deleteImage(ctx context.Context, client *ec2.Client, id string, poll time.Duration, fresh bool) error {
+	var snap string
+	describe := func() (err error) {
+		snap, _, err = imageSnapshot(ctx, client, id)
+		return err
+	}
+	err := describe()
+	if fresh && notFound(err) {
+		err = eventual.Do(ctx, poll, notFound, describe)
+	}
 	if notFound(err) {
 		return nil
 	}

@@ -55,7 +55,9 @@ type Config struct {
 	// SSM parameter that is set to each region's AMI id (data type
 	// aws:ec2:image), Bottlerocket's convention, e.g.
 	// /hotpath/prod/x86_64/latest/image_id. Launch templates may refer to
-	// it as resolve:ssm:<name>.
+	// it as resolve:ssm:<name>, but Auto Scaling cannot roll a group back
+	// to such a version: the reference fleet resolves it into an AMI id
+	// when the stack is deployed instead.
 	SSMParameter string `mapstructure:"ssm_parameter"`
 	// Launch templates and groups to roll, one block each.
 	Targets []Target `mapstructure:"target"`
@@ -80,8 +82,16 @@ type Config struct {
 	// (default true).
 	SkipMatching *bool `mapstructure:"skip_matching"`
 	// Let Auto Scaling roll the group back when the refresh fails
-	// (default true).
+	// (default true). Auto Scaling refuses it for a group on its launch
+	// template's $Latest or $Default version or on a version whose ImageId
+	// is resolve:ssm:; such a group stops the roll-out before any change.
 	AutoRollback *bool `mapstructure:"auto_rollback"`
+	// Names of CloudWatch alarms (up to 10) Auto Scaling watches during
+	// each refresh (RefreshPreferences.AlarmSpecification): when one goes
+	// into ALARM the refresh fails and, with auto_rollback, is rolled
+	// back, e.g. the NLB target group's unhealthy host count. The alarms
+	// must be in the group's region.
+	Alarms []string `mapstructure:"alarms"`
 	// What to do with a refresh still running when the build fails or is
 	// cancelled: "rollback" (default: every instance back on the previous
 	// version) or "cancel" (stop; instances already replaced stay).
@@ -97,6 +107,10 @@ type Config struct {
 
 // BuilderID identifies this post-processor's artifacts.
 const BuilderID = "hotpath.post-processor.rollout"
+
+// maxAlarms is AlarmSpecification's limit (Auto Scaling API Reference:
+// "You can specify up to 10 alarms").
+const maxAlarms = 10
 
 // Defaults.
 const (
@@ -228,6 +242,20 @@ func (c *Config) Prepare(raws ...interface{}) ([]string, error) {
 	}
 	if c.AutoRollback == nil {
 		c.AutoRollback = boolPtr(true)
+	}
+	if len(c.Alarms) > maxAlarms {
+		add("alarms: %d names, Auto Scaling watches at most %d", len(c.Alarms), maxAlarms)
+	}
+	for i, a := range c.Alarms {
+		switch {
+		case a == "" || len(a) > 255:
+			add("alarms: %q is not an alarm name (1 to 255 characters)", a)
+		case slices.Contains(c.Alarms[:i], a):
+			add("alarms: %s is listed twice", a)
+		}
+	}
+	if len(c.Alarms) > 0 && !*c.AutoRollback {
+		warnings = append(warnings, "alarms without auto_rollback: an alarm fails the refresh, and the instances it replaced stay (the group is left mixed)")
 	}
 	if c.OnFailure == "" {
 		c.OnFailure = "rollback"

@@ -42,6 +42,7 @@ type FlatConfig struct {
 	CheckpointDelay           *string                   `mapstructure:"checkpoint_delay" cty:"checkpoint_delay" hcl:"checkpoint_delay"`
 	SkipMatching              *bool                     `mapstructure:"skip_matching" cty:"skip_matching" hcl:"skip_matching"`
 	AutoRollback              *bool                     `mapstructure:"auto_rollback" cty:"auto_rollback" hcl:"auto_rollback"`
+	Alarms                    []string                  `mapstructure:"alarms" cty:"alarms" hcl:"alarms"`
 	OnFailure                 *string                   `mapstructure:"on_failure" cty:"on_failure" hcl:"on_failure"`
 	RefreshTimeout            *string                   `mapstructure:"refresh_timeout" cty:"refresh_timeout" hcl:"refresh_timeout"`
 	PollInterval              *string                   `mapstructure:"poll_interval" cty:"poll_interval" hcl:"poll_interval"`
@@ -90,6 +91,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"checkpoint_delay":            &hcldec.AttrSpec{Name: "checkpoint_delay", Type: cty.String, Required: false},
 		"skip_matching":               &hcldec.AttrSpec{Name: "skip_matching", Type: cty.Bool, Required: false},
 		"auto_rollback":               &hcldec.AttrSpec{Name: "auto_rollback", Type: cty.Bool, Required: false},
+		"alarms":                      &hcldec.AttrSpec{Name: "alarms", Type: cty.List(cty.String), Required: false},
 		"on_failure":                  &hcldec.AttrSpec{Name: "on_failure", Type: cty.String, Required: false},
 		"refresh_timeout":             &hcldec.AttrSpec{Name: "refresh_timeout", Type: cty.String, Required: false},
 		"poll_interval":               &hcldec.AttrSpec{Name: "poll_interval", Type: cty.String, Required: false},

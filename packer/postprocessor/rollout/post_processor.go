@@ -93,7 +93,8 @@ func (p *PostProcessor) PostProcess(ctx context.Context, ui packersdk.Ui, in pac
 	result := &Artifact{AMIs: amis, Versions: map[string]int64{}, Refreshes: map[string]string{}}
 	state.Put(keyResult, result)
 	runner := &multistep.BasicRunner{Steps: []multistep.Step{
-		&stepBootModes{}, // bootmode.go: refuses before any change
+		&stepBootModes{},    // bootmode.go: refuses before any change
+		&stepRollbackable{}, // rollbackable.go: likewise
 		&stepParameter{},
 		&stepTemplates{},
 		&stepRefresh{},

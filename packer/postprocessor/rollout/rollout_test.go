@@ -31,7 +31,7 @@ func newFleet(t *testing.T) *fleet {
 	fl := &fleet{f: f, old: f.AddImage("eu-west-1", "hotpath 1"), new: f.AddImage("eu-west-1", "hotpath 2")}
 	fl.lt = f.AddLaunchTemplate("eu-west-1", "hotpath", fl.old)
 	f.AddGroup("eu-west-1", "web-a", fl.lt, "1", 4)
-	f.AddGroup("eu-west-1", "web-b", fl.lt, "$Default", 10)
+	f.AddGroup("eu-west-1", "web-b", fl.lt, "1", 10)
 	f.PutParameterValue("eu-west-1", param, fl.old)
 	return fl
 }
@@ -127,7 +127,7 @@ func TestRolloutFailureRolledBack(t *testing.T) {
 		t.Errorf("default version %d, want 1 back", lt.Default)
 	}
 	gb := fl.f.GroupState("eu-west-1", "web-b")
-	if gb.Version != "$Default" || gb.Refreshes[0].Status != "RollbackSuccessful" {
+	if gb.Version != "1" || gb.Refreshes[0].Status != "RollbackSuccessful" {
 		t.Errorf("web-b %+v", gb)
 	}
 	// web-a was still replacing when web-b failed: it is rolled back too.

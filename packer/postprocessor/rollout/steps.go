@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/hashicorp/packer-plugin-sdk/multistep"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hotpath-dev/hotpath/packer/internal/eventual"
 	"github.com/hotpath-dev/hotpath/packer/postprocessor/ami"
 )
 
@@ -113,6 +115,12 @@ func failed(state multistep.StateBag) bool {
 func left(state multistep.StateBag, what string) {
 	l, _ := state.Get(keyLeft).([]string)
 	state.Put(keyLeft, append(l, what))
+}
+
+// versionNotFound says whether err is EC2's answer for a launch template
+// version it does not know.
+func versionNotFound(err error) bool {
+	return apiCode(err) == "InvalidLaunchTemplateId.VersionNotFound"
 }
 
 func apiCode(err error) string {
@@ -302,8 +310,13 @@ func (s *stepTemplates) Run(ctx context.Context, state multistep.StateBag) multi
 		ui.Say(fmt.Sprintf("Launch template %s (%s) in %s: version %d launches %s (copied from %s)",
 			t.name(), v.id, t.Region, v.number, amis[t.Region], t.SourceVersion))
 		if t.SetDefaultVersion {
-			if _, err := e.ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{
-				LaunchTemplateId: aws.String(v.id), DefaultVersion: aws.String(strconv.FormatInt(v.number, 10)),
+			// The version was created a moment ago: EC2 may not know it
+			// yet (eventual consistency).
+			if err := eventual.Do(ctx, c.PollInterval, versionNotFound, func() error {
+				_, err := e.ModifyLaunchTemplate(ctx, &ec2.ModifyLaunchTemplateInput{
+					LaunchTemplateId: aws.String(v.id), DefaultVersion: aws.String(strconv.FormatInt(v.number, 10)),
+				})
+				return err
 			}); err != nil {
 				s.versions = append(s.versions, v)
 				return halt(ctx, state, fmt.Errorf("make version %d the default of %s in %s: %w", v.number, t.name(), t.Region, err))
@@ -352,6 +365,9 @@ type refresh struct {
 	cause         string
 	pct, toUpdate int32
 	line          string // last progress line shown
+	// misses counts answers that did not list the refresh: Auto Scaling
+	// may not know a refresh it has just started (eventual consistency).
+	misses int
 }
 
 func (r *refresh) terminal() bool {
@@ -390,6 +406,9 @@ func (s *stepRefresh) Run(ctx context.Context, state multistep.StateBag) multist
 	if len(c.CheckpointPercentages) > 0 {
 		prefs.CheckpointDelay = aws.Int32(int32(c.CheckpointDelay / time.Second))
 	}
+	if len(c.Alarms) > 0 {
+		prefs.AlarmSpecification = &astypes.AlarmSpecification{Alarms: c.Alarms}
+	}
 	for i, t := range c.Targets {
 		v := versions[i]
 		for _, g := range t.AutoScalingGroups {
@@ -406,8 +425,12 @@ func (s *stepRefresh) Run(ctx context.Context, state multistep.StateBag) multist
 			}
 			r := &refresh{region: t.Region, group: g, id: aws.ToString(out.InstanceRefreshId), version: v.number}
 			s.refreshes = append(s.refreshes, r)
-			ui.Say(fmt.Sprintf("Instance refresh %s started on %s in %s (launch template %s version %d, min healthy %d%%, auto rollback %t)",
-				r.id, g, t.Region, v.id, v.number, *c.MinHealthyPercentage, *c.AutoRollback))
+			watch := ""
+			if len(c.Alarms) > 0 {
+				watch = ", alarms " + strings.Join(c.Alarms, ", ")
+			}
+			ui.Say(fmt.Sprintf("Instance refresh %s started on %s in %s (launch template %s version %d, min healthy %d%%, auto rollback %t%s)",
+				r.id, g, t.Region, v.id, v.number, *c.MinHealthyPercentage, *c.AutoRollback, watch))
 		}
 	}
 	deadline := time.Now().Add(c.RefreshTimeout)
@@ -453,7 +476,10 @@ func (r *refresh) poll(ctx context.Context, cl *clients, ui packersdk.Ui) error 
 		return fmt.Errorf("instance refresh %s of %s in %s: %w", r.id, r.group, r.region, err)
 	}
 	if len(out.InstanceRefreshes) != 1 {
-		return fmt.Errorf("instance refresh %s of %s in %s: not found", r.id, r.group, r.region)
+		if r.misses++; len(out.InstanceRefreshes) == 0 && r.misses < eventual.Looks {
+			return nil // just started: look again at the next poll
+		}
+		return fmt.Errorf("instance refresh %s of %s in %s: not found in %d looks", r.id, r.group, r.region, r.misses)
 	}
 	ir := out.InstanceRefreshes[0]
 	r.status, r.reason = ir.Status, aws.ToString(ir.StatusReason)
