@@ -13,6 +13,20 @@
 // one recv goes out in one send (one turn of the connection: see
 // Config.MaxRequestsPerTurn).
 //
+// Routes are patterns with net/http's ServeMux path rules (see
+// Server.Handle): "/v1/items/{id}" and Ctx.PathValue, without allocating.
+// Query values come decoded (Ctx.QueryValue), the client's address with
+// each request (Ctx.RemoteAddr). Every response the server makes on its
+// own (404, 405, 413, 500 after a handler's panic, ...) goes through one
+// hook, Config.ErrorHandler, so that an API answers in one format. A
+// middleware is a Handler that wraps a Handler: it reads what the handler
+// did with Ctx.Status and Ctx.ResponseLen, and passes values with
+// Ctx.SetValue (see Example_api).
+//
+// A handler that panics is answered 500 (through the ErrorHandler), its
+// connection is closed after the responses before it, and the panic is
+// logged with the first frames of its stack; the worker goes on.
+//
 // What clients can make a worker hold is bounded by Config.MemoryBudget,
 // whose documentation states the bound; MemoryInUse reports it.
 //
