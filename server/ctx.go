@@ -238,15 +238,27 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	w.body = w.body[:0]
 
 	w.scratch = w.scratch[:0]
-	c.value = nil
+	if c.value != nil {
+		c.value = nil // a load rather than a store with its write barrier check
+	}
 
-	if l := w.findRoute(c); l != nil {
+	// The fast path, inline: the exact route of the previous request
+	// (pipelines repeat one path). findRoute does the rest.
+	var l *leaf
+	if r := w.route; r != nil && string(c.req.Path) == r.path {
+		l = r.lookup(c.req.Method)
+	}
+	if l == nil {
+		l = w.findRoute(c)
+	}
+	if c.leaf != l {
 		c.leaf = l
+	}
+	if l != nil {
 		w.inHandler = true // a panic in l.h is recovered in respond
 		l.h(c)
 		w.inHandler = false
 	} else {
-		c.leaf = nil
 		w.notRouted(c)
 	}
 	if c.status < 200 || c.status > 599 {
@@ -261,24 +273,20 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	return out
 }
 
-// findRoute returns the route of the request in c, or nil. A request for
-// an exact path registered for its method takes the fast path: the route
-// of the previous request (pipelines repeat one path), else one map
-// lookup. The tree is searched only for the other requests.
+// findRoute returns the route of the request in c, or nil, when the
+// route of the previous request (serve's fast path) is not it. A request
+// for an exact path registered for its method costs one map lookup; the
+// tree is searched only for the other requests.
 func (w *worker) findRoute(c *Ctx) *leaf {
 	rt := &w.srv.routes
-	r := w.route
-	if r == nil || string(c.req.Path) != r.path {
-		if r = rt.exact[string(c.req.Path)]; r != nil {
-			w.route = r
-		} else if len(rt.wild) == 0 {
-			return nil // nothing else could match
-		}
-	}
+	r := rt.exact[string(c.req.Path)]
 	if r != nil {
+		w.route = r
 		if l := r.lookup(c.req.Method); l != nil {
 			return l
 		}
+	} else if len(rt.wild) == 0 {
+		return nil // nothing else could match
 	}
 	return rt.find(c.req.Method, c.req.Path, &c.vals, &w.scratch)
 }

@@ -123,7 +123,9 @@ func (w *worker) respond(c *conn) (out []byte) {
 			break
 		}
 		c.chunk.Reset()
-		if err == nil && len(req.Body) > 0 && int64(len(req.Body)) > w.bodyLimit(req) {
+		if len(req.Body) > 0 && err == nil && int64(len(req.Body)) > w.bodyLimit(req) {
+			// A route's lower limit (a chunked body, or one that
+			// arrived with its head).
 			err = http1.ErrBodyTooLarge
 		}
 		if err != nil {
