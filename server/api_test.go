@@ -294,3 +294,40 @@ func TestCtxMiddlewareState(t *testing.T) {
 		t.Errorf("middleware saw %q, want %q", got, want)
 	}
 }
+
+// FuzzAPIRequestPath is FuzzRequestPath with pattern routes, a route
+// body limit and a JSON ErrorHandler: nothing a client sends may panic
+// the worker, every error but 404 and 405 closes the connection, and an
+// error response is the hook's.
+func FuzzAPIRequestPath(f *testing.F) {
+	f.Add([]byte("GET /v1/items/42?q=a+b HTTP/1.1\r\nHost: a\r\n\r\n"))
+	f.Add([]byte("GET /files/a/%2F/b HTTP/1.1\r\nHost: a\r\n\r\nPUT /v1/items/1 HTTP/1.1\r\nHost: a\r\n\r\n"))
+	f.Add([]byte("POST /small HTTP/1.1\r\nHost: a\r\nContent-Length: 20\r\n\r\n"))
+	f.Add([]byte("POST /small HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		w, c := newAPIWorker(t, jsonErrors, nil)
+		if len(in) > cap(c.in) {
+			in = in[:cap(c.in)]
+		}
+		c.in = append(c.in[:0], in...)
+		out := w.respond(c)
+		if c.closeAfter && len(out) > 0 && !bytes.Contains(out, []byte("Connection: close")) {
+			t.Fatalf("closing without telling the client: %q", out)
+		}
+		for _, resp := range bytes.SplitAfter(out, []byte("HTTP/1.1 ")) {
+			if len(resp) > 3 && (resp[0] == '4' || resp[0] == '5') && !bytes.Contains(resp, []byte(`{"error":`)) {
+				t.Fatalf("an error response not from the hook: %q", out)
+			}
+		}
+	})
+}
+
+func BenchmarkRequestPathParam(b *testing.B) {
+	w, c := newAPIWorker(b, nil, nil)
+	in := []byte("GET /v1/items/42?q=x HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		c.in = append(c.in[:0], in...)
+		w.out = w.respond(c)
+	}
+}
