@@ -255,6 +255,13 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 		c.leaf = l
 	}
 	if l != nil {
+		if l.maxBody != 0 && int64(len(c.req.Body)) > l.maxBody {
+			// The route's lower limit, for a body that arrived with
+			// its head or a chunked one (awaitBody refuses the others
+			// before they are buffered).
+			cn.closeAfter = true
+			return w.appendError(out, cn, 413, http1.ErrBodyTooLarge.Reason, string(c.req.Method) == "HEAD", true)
+		}
 		w.inHandler = true // a panic in l.h is recovered in respond
 		l.h(c)
 		w.inHandler = false

@@ -123,11 +123,6 @@ func (w *worker) respond(c *conn) (out []byte) {
 			break
 		}
 		c.chunk.Reset()
-		if len(req.Body) > 0 && err == nil && int64(len(req.Body)) > w.bodyLimit(req) {
-			// A route's lower limit (a chunked body, or one that
-			// arrived with its head).
-			err = http1.ErrBodyTooLarge
-		}
 		if err != nil {
 			perr, _ := err.(*http1.Error)
 			out = w.appendError(out, c, perr.Status, perr.Reason, string(req.Method) == "HEAD", true)
