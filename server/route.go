@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -553,13 +554,7 @@ func (rt *router) find(method, path []byte, vals *[maxWildcards][]byte, scratch 
 	if len(path) == 0 || path[0] != '/' {
 		return nil // "*": no pattern matches it
 	}
-	m := matcher{path: path, vals: vals, scratch: scratch}
-	for _, c := range path {
-		if c == '%' {
-			m.escaped = true
-			break
-		}
-	}
+	m := matcher{path: path, vals: vals, scratch: scratch, escaped: bytes.IndexByte(path, '%') >= 0}
 	if l := rt.findIn(string(method), &m); l != nil {
 		return l
 	}
@@ -594,13 +589,7 @@ func (rt *router) appendAllow(dst []byte, path []byte, vals *[maxWildcards][]byt
 		if t.method == "" {
 			continue
 		}
-		m := matcher{path: path, vals: vals, scratch: scratch}
-		for _, c := range path {
-			if c == '%' {
-				m.escaped = true
-				break
-			}
-		}
+		m := matcher{path: path, vals: vals, scratch: scratch, escaped: bytes.IndexByte(path, '%') >= 0}
 		if len(path) == 0 || path[0] != '/' || t.root.match(&m, 1) == nil {
 			continue
 		}
