@@ -42,7 +42,7 @@ func (w *worker) read(c *conn) {
 	if len(c.in) == cap(c.in) {
 		// respond grows the buffer for any request Parse can accept,
 		// so a full buffer is a request beyond every limit.
-		out := w.appendError(w.out[:0], 413, "request too large", false)
+		out := w.appendError(w.out[:0], c, 413, "request too large", false, false)
 		c.closeAfter = true
 		w.out = out
 		w.send(c, out)
@@ -116,7 +116,7 @@ func (w *worker) respond(c *conn) (out []byte) {
 		c.chunk.Reset()
 		if err != nil {
 			perr, _ := err.(*http1.Error)
-			out = w.appendError(out, perr.Status, perr.Reason, string(req.Method) == "HEAD")
+			out = w.appendError(out, c, perr.Status, perr.Reason, string(req.Method) == "HEAD", true)
 			c.closeAfter = true
 			p = len(c.in)
 			break
@@ -166,7 +166,11 @@ func (w *worker) respond(c *conn) (out []byte) {
 // to the collector, and doubling (16 KiB to 1 MiB in 7 steps instead of
 // 3) made enough garbage to take TestHostileMemory's RSS past its bound.
 //
-// It returns out with what to answer now (100 Continue, or the 503), the
+// A body over its route's lower limit (RouteOptions.MaxBodyBytes) is
+// refused here, from its Content-Length, before any of it is buffered: 413
+// and a close.
+//
+// It returns out with what to answer now (100 Continue, the 503 or 413), the
 // position of the request in c.in, and whether that request needs a
 // buffer larger than the default.
 func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int) ([]byte, int, bool) {
@@ -174,12 +178,19 @@ func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int) ([]by
 	// with it (putIn): read the request first.
 	need, chunked, expect := req.HeaderLen+int(req.ContentLength), req.Chunked, req.Expect100
 	head := string(req.Method) == "HEAD"
+	maxBody := w.bodyLimit(req)
+	if req.ContentLength > maxBody {
+		// The route's lower limit, before any of the body is buffered.
+		out = w.appendError(out, c, 413, http1.ErrBodyTooLarge.Reason, head, true)
+		c.closeAfter = true
+		return out, len(c.in), false
+	}
 	if chunked {
-		need = w.limits.MaxRequestBytes()
+		need = http1.Limits{MaxHeaderBytes: w.limits.MaxHeaderBytes, MaxBodyBytes: maxBody}.MaxRequestBytes()
 	}
 	if p == 0 && len(c.in) == cap(c.in) && need > cap(c.in) {
 		if !w.growIn(c, min(4*cap(c.in), need)) {
-			out = w.appendError(out, 503, "server busy: memory budget exhausted", head)
+			out = w.appendError(out, c, 503, "server busy: memory budget exhausted", head, true)
 			c.closeAfter = true
 			return out, len(c.in), false
 		}
@@ -189,6 +200,21 @@ func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int) ([]by
 		out = append(out, "HTTP/1.1 100 Continue\r\n\r\n"...)
 	}
 	return out, p, chunked || need > w.srv.cfg.ReadBufferSize
+}
+
+// bodyLimit returns the body limit of the route req goes to: the server's,
+// unless some route lowers it (RouteOptions.MaxBodyBytes) and req's does.
+// Only then is a request routed before it is complete (and again when it
+// is served): a server without such routes pays nothing.
+func (w *worker) bodyLimit(req *http1.Request) int64 {
+	rt := &w.srv.routes
+	if !rt.lowLimits {
+		return w.limits.MaxBodyBytes
+	}
+	if l := rt.find(req.Method, req.Path, &w.ctx.vals, &w.scratch); l != nil && l.maxBody > 0 {
+		return l.maxBody
+	}
+	return w.limits.MaxBodyBytes
 }
 
 // putIn gives an input buffer back to the budget. The last parsed
@@ -250,7 +276,7 @@ func (w *worker) evict(v *conn) {
 	}
 	v.closeAfter = true
 	// Built in the discard buffer: w.out holds the responses being built.
-	msg := w.appendError(w.discard[:0], 503, "server busy: memory budget shared", false)
+	msg := w.appendError(w.discard[:0], v, 503, "server busy: memory budget shared", false, false)
 	w.send(v, msg)
 }
 
