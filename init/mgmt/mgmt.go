@@ -6,13 +6,18 @@
 //	          (a load balancer's target health check)
 //	/report   the boot report as JSON (503 until the workload first accepted)
 //
-// It carries no secrets and changes nothing, so it binds on all addresses
-// by default. It runs inside PID 1, so it must never stop or stall the
-// init: every connection has read, write and idle deadlines, at most
-// Limits.MaxConns connections are served at once (further ones wait in the
-// kernel's accept queue), at most two scrapes run at once (a third gets
-// 503: two for a pair of Prometheus servers, no more), and a panic in a
-// handler ends that request only (net/http recovers it).
+// It changes nothing. It runs inside PID 1 and a load balancer takes the
+// instance out of service when /healthz does not answer, so no client may
+// starve it or make it spend the workload's CPU: the guard (guard.go)
+// accepts every connection at once and bounds what each address and all
+// of them together may hold (a health check from an address of its own
+// gets a slot at once, replacing an attacker's silent or idle connection
+// if need be), requests wait for their address's token (so a flood costs
+// a bounded number of requests per second, not what the clients can
+// send), headers must come within 2 s and idle connections go after 5 s
+// (DefaultLimits); at most two scrapes run at once (a third gets 503: two
+// for a pair of Prometheus servers, no more), and a panic in a handler
+// ends that request only (net/http recovers it).
 package mgmt
 
 import (
@@ -29,7 +34,6 @@ import (
 	"github.com/hotpath-dev/hotpath/init/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 )
 
 // DefaultPort is the default management port. 9100 is node_exporter's
@@ -42,9 +46,28 @@ import (
 // The metric names are hotpath_*, so nothing mistakes it for node_*.
 const DefaultPort = 9100
 
-// Limits bound what clients can make the server hold.
+// Limits bound what clients can make the endpoint hold and spend. The
+// guard (guard.go) enforces the connection and request limits; net/http's
+// Server the timeouts.
 type Limits struct {
-	MaxConns int // connections served at once
+	// MaxConns is the connections held at once; a new one beyond it
+	// replaces the oldest that has no request in progress.
+	MaxConns int
+	// MinEvictAge: a connection older than this with no request in
+	// progress may be replaced by a newcomer whatever the addresses' shares
+	// (guard.victimLocked).
+	MinEvictAge time.Duration
+	// MaxConnsPerAddr is the connections one remote address may hold.
+	MaxConnsPerAddr int
+	// RequestsPerAddr and BurstPerAddr are the token bucket of each
+	// remote address: requests beyond it wait for their token. 0: no limit.
+	RequestsPerAddr float64
+	BurstPerAddr    int
+	// HoldRejected is how long a refused connection is held unread before
+	// it is reset, at most MaxHeld of them at once (the rest are reset at
+	// once).
+	HoldRejected time.Duration
+	MaxHeld      int
 	// ReadHeaderTimeout bounds reading a request (they have no body);
 	// a connection that sends nothing loses its slot after it.
 	ReadHeaderTimeout time.Duration
@@ -53,12 +76,27 @@ type Limits struct {
 	MaxHeaderBytes    int
 }
 
-// DefaultLimits are the limits of the init's endpoint.
+// DefaultLimits are the limits of the init's endpoint. The figures behind
+// them (mgmt_attack_test.go, /work/notes/mgmt.md): a load balancer's check
+// is one request on a fresh connection, a Prometheus scrape one request
+// every 15 s or so, and both send their header at once; a net/http request
+// costs the init some tens of µs of CPU. So 2 s to send a header and 5 s
+// idle cost no honest client anything; 8 connections and 5 requests/s per
+// address leave room for two Prometheus servers and a load balancer's
+// nodes behind one NAT address; 256 connections of ~20 KiB each (buffers
+// and goroutine) bound the memory to ~5 MiB, and 256 addresses at 5/s
+// bound the requests to 1,280/s, a few percent of one CPU.
 var DefaultLimits = Limits{
-	MaxConns:          8,
-	ReadHeaderTimeout: 5 * time.Second,
+	MaxConns:          256,
+	MaxConnsPerAddr:   8,
+	MinEvictAge:       time.Second,
+	RequestsPerAddr:   5,
+	BurstPerAddr:      10,
+	HoldRejected:      time.Second,
+	MaxHeld:           1024,
+	ReadHeaderTimeout: 2 * time.Second,
 	WriteTimeout:      30 * time.Second,
-	IdleTimeout:       60 * time.Second,
+	IdleTimeout:       5 * time.Second,
 	MaxHeaderBytes:    8 << 10,
 }
 
@@ -152,7 +190,8 @@ type printfLogger func(format string, args ...any)
 
 func (p printfLogger) Println(v ...any) { p("mgmt: %s", fmt.Sprint(v...)) }
 
-// Server returns an http.Server for h with the limits l.
+// Server returns an http.Server for h with the timeouts of l. The
+// connection and request limits are the guard's (Serve).
 func Server(h http.Handler, l Limits, logf func(string, ...any)) *http.Server {
 	s := &http.Server{
 		Handler:           h,
@@ -174,14 +213,17 @@ func (l logWriter) Write(p []byte) (int, error) { l("%s", p); return len(p), nil
 
 // Serve serves h on ln within the limits l until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, logf func(string, ...any)) error {
-	srv := Server(h, l, logf)
+	g := newGuard(ln, l)
+	srv := Server(limitRequests(h), l, logf)
+	srv.ConnState = g.connState
+	srv.ConnContext = connContext
 	go func() {
 		<-ctx.Done()
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		srv.Shutdown(c)
 	}()
-	err := srv.Serve(netutil.LimitListener(ln, l.MaxConns))
+	err := srv.Serve(g)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

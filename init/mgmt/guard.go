@@ -1,0 +1,270 @@
+package mgmt
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// guard is the listener the endpoint serves from, and the connection
+// bookkeeping behind it. It exists because netutil.LimitListener is not
+// enough: that one stops calling accept(2) when its limit is reached, so
+// every further connection (the load balancer's health check among them)
+// waits in the kernel's accept queue behind whatever holds the slots;
+// 16 slowloris clients or 4,000 idle connections were enough to fail
+// every health check. The guard instead accepts every connection at once
+// and decides on the spot:
+//
+//   - an address with MaxConnsPerAddr connections gets no more: the new one
+//     is held unread for HoldRejected and then closed (a tarpit: a client
+//     that reconnects at once when refused would otherwise cost an accept
+//     and a close per attempt, at its speed rather than ours);
+//   - with MaxConns connections open, the new one replaces the oldest
+//     connection that has no request in progress (one still sending its
+//     header, a slowloris, or one idle between requests); if every
+//     connection is in a handler, the new one is held as above;
+//   - every request first takes a token from its address's bucket
+//     (RequestsPerAddr, BurstPerAddr), waiting for it without CPU, so the
+//     requests served per second are bounded by the number of addresses
+//     connected, not by how fast the clients send.
+//
+// A health checker from an address of its own therefore always gets a
+// slot (at worst by evicting an attacker's silent or idle connection) and
+// a token (its own bucket) at once. What the guard cannot do is tell a
+// health check from an attacker's request sharing the same address, or
+// win against more than MaxConns/MaxConnsPerAddr addresses that all keep a
+// handler busy at once; README.md ("What listens where") says to restrict
+// the port with mgmt.addr and the network's own filters for that.
+type guard struct {
+	net.Listener
+	lim Limits
+
+	mu    sync.Mutex
+	conns []*trackedConn            // open connections, oldest first; guarded by mu
+	addrs map[netip.Addr]*addrState // per remote address; guarded by mu
+	held  int                       // refused connections being held; guarded by mu
+}
+
+// addrState is what one remote address holds.
+type addrState struct {
+	conns   int           // open connections, guarded by guard.mu
+	limiter *rate.Limiter // its request bucket (safe for concurrent use)
+}
+
+// trackedConn is a connection the guard admitted.
+type trackedConn struct {
+	net.Conn
+	g    *guard
+	addr netip.Addr
+	a    *addrState
+
+	// state is the last http.ConnState the server reported; released
+	// is set once the connection left the guard's books. Both guarded by
+	// g.mu.
+	state    http.ConnState
+	released bool
+	since    time.Time // accepted
+}
+
+func newGuard(ln net.Listener, l Limits) *guard {
+	return &guard{Listener: ln, lim: l, addrs: map[netip.Addr]*addrState{}}
+}
+
+// Accept returns the next connection the limits admit; refused ones are
+// held and closed behind the caller's back.
+func (g *guard) Accept() (net.Conn, error) {
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if tc := g.admit(c); tc != nil {
+			return tc, nil
+		}
+	}
+}
+
+// admit applies the connection limits to c: it returns the tracked
+// connection, or nil when c was refused.
+func (g *guard) admit(c net.Conn) *trackedConn {
+	addr := remoteAddr(c)
+	g.mu.Lock()
+	a := g.addrs[addr]
+	if a != nil && a.conns >= g.lim.MaxConnsPerAddr {
+		g.mu.Unlock()
+		g.refuse(c)
+		return nil
+	}
+	var victim *trackedConn
+	if len(g.conns) >= g.lim.MaxConns {
+		victim = g.victimLocked(a, time.Now())
+		if victim == nil {
+			g.mu.Unlock()
+			g.refuse(c)
+			return nil
+		}
+		g.releaseLocked(victim)
+	}
+	if a == nil {
+		r, b := rate.Limit(g.lim.RequestsPerAddr), max(g.lim.BurstPerAddr, 1)
+		if r <= 0 {
+			r = rate.Inf
+		}
+		a = &addrState{limiter: rate.NewLimiter(r, b)}
+		g.addrs[addr] = a
+	}
+	a.conns++
+	tc := &trackedConn{Conn: c, g: g, addr: addr, a: a, state: http.StateNew, since: time.Now()}
+	g.conns = append(g.conns, tc)
+	g.mu.Unlock()
+	if victim != nil {
+		victim.Conn.Close() // the server sees an error and lets it go
+	}
+	return tc
+}
+
+// victimLocked returns the connection a newcomer from the address with
+// state a (nil: none yet) may replace, or nil. Only a connection with no
+// request in progress (still sending its header, or idle) is replaced,
+// and only one that is either from an address holding at least two more
+// connections than the newcomer's would, or older than MinEvictAge. Of
+// those, the one whose address holds the most connections goes, the
+// oldest first. The fair-share rule lets a health checker from an address
+// of its own in whatever the attack holds; the age rule lets it in when
+// an attack spreads over as many addresses as there are slots; and
+// attackers with equal shares cannot evict each other in a loop (each
+// eviction would be a reconnection, an accept and a close at the
+// attacker's pace: a first version without the rule churned 15,000
+// connections a second under 1,000 reconnecting slowloris clients and let
+// health checks wait 300 ms in the accept queue).
+func (g *guard) victimLocked(a *addrState, now time.Time) *trackedConn {
+	mine := 1
+	if a != nil {
+		mine = a.conns + 1
+	}
+	var victim *trackedConn
+	for _, o := range g.conns {
+		if o.state != http.StateNew && o.state != http.StateIdle {
+			continue
+		}
+		if o.a.conns <= mine && now.Sub(o.since) < g.lim.MinEvictAge {
+			continue
+		}
+		if victim == nil || o.a.conns > victim.a.conns {
+			victim = o
+		}
+	}
+	return victim
+}
+
+// refuse holds c unread for HoldRejected, then closes it with a reset;
+// beyond MaxHeld held connections it is closed at once.
+func (g *guard) refuse(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0) // RST: no FIN_WAIT/TIME_WAIT state kept for it
+	}
+	g.mu.Lock()
+	if g.held >= g.lim.MaxHeld || g.lim.HoldRejected <= 0 {
+		g.mu.Unlock()
+		c.Close()
+		return
+	}
+	g.held++
+	g.mu.Unlock()
+	time.AfterFunc(g.lim.HoldRejected, func() {
+		c.Close()
+		g.mu.Lock()
+		g.held--
+		g.mu.Unlock()
+	})
+}
+
+// releaseLocked takes tc off the books (once).
+func (g *guard) releaseLocked(tc *trackedConn) {
+	if tc.released {
+		return
+	}
+	tc.released = true
+	for i, o := range g.conns {
+		if o == tc {
+			g.conns = append(g.conns[:i], g.conns[i+1:]...)
+			break
+		}
+	}
+	tc.a.conns--
+	if tc.a.conns == 0 {
+		delete(g.addrs, tc.addr)
+	}
+}
+
+// Close releases the connection's slot and closes it.
+func (tc *trackedConn) Close() error {
+	tc.g.mu.Lock()
+	tc.g.releaseLocked(tc)
+	tc.g.mu.Unlock()
+	return tc.Conn.Close()
+}
+
+// connState is the server's ConnState hook: it keeps each connection's
+// state, which decides what may be evicted.
+func (g *guard) connState(c net.Conn, s http.ConnState) {
+	tc, ok := c.(*trackedConn)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	tc.state = s
+	if s == http.StateClosed || s == http.StateHijacked {
+		g.releaseLocked(tc)
+	}
+	g.mu.Unlock()
+}
+
+// open returns the number of connections on the books.
+func (g *guard) open() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns)
+}
+
+func remoteAddr(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ap := ta.AddrPort()
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+type connKey struct{}
+
+// connContext puts the tracked connection in each request's context, for
+// the rate limit.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*trackedConn); ok {
+		return context.WithValue(ctx, connKey{}, tc)
+	}
+	return ctx
+}
+
+// limitRequests makes every request wait for a token of its address's
+// bucket; waiting costs no CPU (a timer), and the client gets its answer
+// late rather than a refusal it would retry at once. The wait is bounded
+// by MaxConnsPerAddr/RequestsPerAddr (each connection has at most one
+// request in progress); a client that leaves ends it.
+func limitRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tc, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+			if err := tc.a.limiter.Wait(r.Context()); err != nil {
+				w.Header().Set("Connection", "close")
+				http.Error(w, "too many requests from your address", http.StatusTooManyRequests)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
