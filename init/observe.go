@@ -145,6 +145,15 @@ func workloadState(st supervise.State, now time.Time) metrics.WorkloadState {
 	return w
 }
 
+// bootReport is what /report serves: the boot report as printed on the
+// console (secret values already out of it: newBootReport), or false
+// before it exists.
+func (o *observer) bootReport() (any, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.rep, o.rep != nil
+}
+
 func (o *observer) report(rep report.Report) {
 	if o == nil {
 		return
@@ -241,12 +250,8 @@ func (o *observer) serve(ctx context.Context, link *nic.Link, et nic.Ethtool, d 
 	h := mgmt.Handler(mgmt.Options{
 		Gatherer: metrics.NewRegistry(o.metricsOptions(link, et)),
 		Workload: o,
-		Report: func() (any, bool) {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return o.rep, o.rep != nil
-		},
-		Logf: o.con.Logf,
+		Report:   o.bootReport,
+		Logf:     o.con.Logf,
 	})
 	addr := net.JoinHostPort(o.cfg.MgmtAddr, strconv.Itoa(o.cfg.MgmtPort))
 	ln, err := net.Listen("tcp", addr)

@@ -6,8 +6,18 @@
 //	          (a load balancer's target health check)
 //	/report   the boot report as JSON (503 until the workload first accepted)
 //
-// It changes nothing. It runs inside PID 1 and a load balancer takes the
-// instance out of service when /healthz does not answer, so no client may
+// It answers without authentication. What it shows is what the serial
+// console shows: the configuration, the workload's path, the names in
+// workload.env and the flags in workload.args, addresses, the instance's
+// identity, the kernel command line, metrics. The values of
+// workload.env and workload.args and of the keys in report.redact are
+// left out of the report unless report.secrets=show (init/config
+// secret.go); anything else a workload's operator puts in a
+// configuration key is shown. Restrict the port with mgmt.addr where that
+// is too much (README.md, "What listens where"). It changes nothing.
+//
+// It runs inside PID 1 and a load balancer takes the instance out of
+// service when /healthz does not answer, so no client may
 // starve it or make it spend the workload's CPU: the guard (guard.go)
 // accepts every connection at once and bounds what each address and all
 // of them together may hold (a health check from an address of its own
