@@ -61,7 +61,7 @@ type child struct {
 	pid  int
 }
 
-func startChild(t *testing.T) child {
+func startChild(t testing.TB) child {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -268,7 +268,7 @@ func TestHealthUnderAttack(t *testing.T) {
 		var cpu, took time.Duration
 		checkHealth(t, ch.addr, func(stop <-chan struct{}) {
 			cpu0, t0 := ch.cpu(t), time.Now()
-			flood(ch.addr, 64, 3*time.Second, &served)
+			flood(ch.addr, 64, 3*time.Second, &served, nil)
 			cpu, took = ch.cpu(t)-cpu0, time.Since(t0)
 		})
 		perSec := cpu.Seconds() / took.Seconds()
@@ -377,23 +377,31 @@ func openIdle(t *testing.T, addr string, n int) []net.Conn {
 
 // flood runs n keep-alive clients from n/8 addresses, each asking for
 // /report, /healthz and / as fast as the endpoint answers, for d.
-func flood(addr string, n int, d time.Duration, served *atomic.Int64) {
+func flood(addr string, n int, d time.Duration, served *atomic.Int64, quit <-chan struct{}) {
 	var wg sync.WaitGroup
 	end := time.Now().Add(d)
+	var stopped atomic.Bool
+	if quit != nil {
+		go func() { <-quit; stopped.Store(true) }()
+	}
 	paths := []string{"/report", "/healthz", "/"}
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int, src string) {
 			defer wg.Done()
-			for time.Now().Before(end) {
+			for time.Now().Before(end) && !stopped.Load() {
 				c, err := dialFrom(src, addr)
 				if err != nil {
 					time.Sleep(10 * time.Millisecond)
 					continue
 				}
 				br := bufio.NewReader(c)
-				for j := i; time.Now().Before(end); j++ {
-					c.SetDeadline(end)
+				for j := i; time.Now().Before(end) && !stopped.Load(); j++ {
+					dl := time.Now().Add(3 * time.Second)
+					if end.Before(dl) {
+						dl = end
+					}
+					c.SetDeadline(dl)
 					if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", paths[j%len(paths)]); err != nil {
 						break
 					}
