@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -21,7 +22,7 @@ import (
 // and decides on the spot:
 //
 //   - an address with MaxConnsPerAddr connections gets no more: the new one
-//     is held unread for HoldRejected and then closed (a tarpit: a client
+//     is held unread for about HoldRejected and then reset (a tarpit: a client
 //     that reconnects at once when refused would otherwise cost an accept
 //     and a close per attempt, at its speed rather than ours);
 //   - with MaxConns connections open, the new one replaces the oldest
@@ -162,7 +163,7 @@ func (g *guard) victimLocked(a *addrState, now time.Time) *trackedConn {
 	return victim
 }
 
-// refuse holds c unread for HoldRejected, then closes it with a reset;
+// refuse holds c unread for about HoldRejected, then closes it with a reset;
 // beyond MaxHeld held connections it is closed at once.
 func (g *guard) refuse(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -176,7 +177,11 @@ func (g *guard) refuse(c net.Conn) {
 	}
 	g.held++
 	g.mu.Unlock()
-	time.AfterFunc(g.lim.HoldRejected, func() {
+	// Jitter (0.5-1.5x) so that refused clients that came together (an
+	// attack starts at once) are not reset together and come back as one
+	// burst in the accept queue, in front of a health check.
+	hold := g.lim.HoldRejected/2 + rand.N(g.lim.HoldRejected)
+	time.AfterFunc(hold, func() {
 		c.Close()
 		g.mu.Lock()
 		g.held--

@@ -74,8 +74,8 @@ type Limits struct {
 	RequestsPerAddr float64
 	BurstPerAddr    int
 	// HoldRejected is how long a refused connection is held unread before
-	// it is reset, at most MaxHeld of them at once (the rest are reset at
-	// once).
+	// it is reset (0.5-1.5x, at random), at most MaxHeld of them at once
+	// (the rest are reset at once).
 	HoldRejected time.Duration
 	MaxHeld      int
 	// ReadHeaderTimeout bounds reading a request (they have no body);
@@ -102,7 +102,7 @@ var DefaultLimits = Limits{
 	MinEvictAge:       time.Second,
 	RequestsPerAddr:   5,
 	BurstPerAddr:      10,
-	HoldRejected:      time.Second,
+	HoldRejected:      5 * time.Second,
 	MaxHeld:           1024,
 	ReadHeaderTimeout: 2 * time.Second,
 	WriteTimeout:      30 * time.Second,

@@ -195,14 +195,15 @@ func TestScrapeConcurrency(t *testing.T) {
 
 // testLimits are small limits for pushing past each one.
 var testLimits = Limits{MaxConns: 3, MaxConnsPerAddr: 2, MinEvictAge: time.Hour, RequestsPerAddr: 0,
-	HoldRejected: 300 * time.Millisecond, MaxHeld: 4,
+	HoldRejected: time.Second, MaxHeld: 4,
 	ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, MaxHeaderBytes: 1 << 10}
 
 // fate says what the server did with a connection that sent nothing,
-// within wait: "open" (nothing yet), "closed" (EOF or reset).
+// within wait: "open" (nothing yet), "closed" (EOF or reset, logged).
 func fate(t *testing.T, c net.Conn, wait time.Duration) string {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(wait))
+	start := time.Now()
+	c.SetReadDeadline(start.Add(wait))
 	_, err := c.Read(make([]byte, 1))
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		return "open"
@@ -210,6 +211,7 @@ func fate(t *testing.T, c net.Conn, wait time.Duration) string {
 	if err == nil {
 		t.Fatalf("silent connection got data")
 	}
+	t.Logf("closed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	return "closed"
 }
 
@@ -241,12 +243,12 @@ func TestConnectionLimits(t *testing.T) {
 		addr := strings.TrimPrefix(base, "http://")
 		a, b := silent(t, "127.0.5.1", addr), silent(t, "127.0.5.1", addr)
 		third := silent(t, "127.0.5.1", addr)
-		healthy(t, base) // another address is served meanwhile
-		if f := fate(t, third, 150*time.Millisecond); f != "open" {
+		if f := fate(t, third, 200*time.Millisecond); f != "open" {
 			t.Errorf("refused connection %s at once, want held for HoldRejected", f)
 		}
-		if f := fate(t, third, time.Second); f != "closed" {
-			t.Errorf("refused connection still %s after HoldRejected", f)
+		healthy(t, base) // another address is served meanwhile
+		if f := fate(t, third, 3*time.Second); f != "closed" {
+			t.Errorf("refused connection still %s after 1.5 HoldRejected", f)
 		}
 		if fate(t, a, 10*time.Millisecond) != "open" || fate(t, b, 10*time.Millisecond) != "open" {
 			t.Errorf("the address's first two connections were closed")
@@ -272,7 +274,7 @@ func TestConnectionLimits(t *testing.T) {
 		// refused rather than evicting an equal.
 		c := silent(t, "127.0.6.3", addr)
 		d := silent(t, "127.0.6.4", addr)
-		if fate(t, d, 100*time.Millisecond) != "open" || fate(t, d, time.Second) != "closed" {
+		if fate(t, d, 100*time.Millisecond) != "open" || fate(t, d, 3*time.Second) != "closed" {
 			t.Errorf("an equal share was not refused")
 		}
 		for _, x := range []net.Conn{a2, b, c} {
@@ -327,7 +329,7 @@ func TestConnectionLimits(t *testing.T) {
 		}
 		started.Wait()
 		n := silent(t, "127.0.8.3", addr)
-		if fate(t, n, 100*time.Millisecond) != "open" || fate(t, n, time.Second) != "closed" {
+		if fate(t, n, 100*time.Millisecond) != "open" || fate(t, n, 3*time.Second) != "closed" {
 			t.Errorf("a newcomer was not refused while every slot ran a request")
 		}
 		close(release)
