@@ -86,22 +86,25 @@ type Limits struct {
 	MaxHeaderBytes    int
 }
 
-// DefaultLimits are the limits of the init's endpoint. The figures behind
-// them (mgmt_attack_test.go, /work/notes/mgmt.md): a load balancer's check
-// is one request on a fresh connection, a Prometheus scrape one request
-// every 15 s or so, and both send their header at once; a net/http request
-// costs the init some tens of µs of CPU. So 2 s to send a header and 5 s
-// idle cost no honest client anything; 8 connections and 5 requests/s per
-// address leave room for two Prometheus servers and a load balancer's
-// nodes behind one NAT address; 256 connections of ~20 KiB each (buffers
-// and goroutine) bound the memory to ~5 MiB, and 256 addresses at 5/s
-// bound the requests to 1,280/s, a few percent of one CPU.
+// DefaultLimits are the limits of the init's endpoint. A load balancer's
+// check is one request on a fresh connection every few seconds per load
+// balancer node, a Prometheus scrape one request every 15 s or so, and
+// both send their header at once. So 2 s to send a header and 5 s idle
+// cost no honest client anything; 8 connections and 2 requests/s (bursts
+// of 5) per address leave room for two Prometheus servers and a load
+// balancer's nodes behind one NAT address; 256 connections of ~20 KiB
+// each (buffers and goroutine) bound the memory to ~5 MiB, and 256
+// addresses at 2/s bound the requests to 512/s. A flood from 8 addresses
+// cost the endpoint 0.010 CPU-s a second, everything included
+// (TestHealthUnderAttack/flood-64). A refused connection is held 2.5-7.5 s:
+// a client that reconnects as soon as it is reset then costs an accept
+// every 5 s, and 1,024 held descriptors are the most that costs.
 var DefaultLimits = Limits{
 	MaxConns:          256,
 	MaxConnsPerAddr:   8,
 	MinEvictAge:       time.Second,
-	RequestsPerAddr:   5,
-	BurstPerAddr:      10,
+	RequestsPerAddr:   2,
+	BurstPerAddr:      5,
 	HoldRejected:      5 * time.Second,
 	MaxHeld:           1024,
 	ReadHeaderTimeout: 2 * time.Second,
