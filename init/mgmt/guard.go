@@ -47,11 +47,19 @@ type guard struct {
 
 	mu    sync.Mutex
 	conns []*trackedConn            // open connections, oldest first; guarded by mu
-	addrs map[netip.Addr]*addrState // per remote address; guarded by mu
+	addrs map[netip.Addr]*addrState // per remote address (clientKey); guarded by mu
 	held  int                       // refused connections being held; guarded by mu
+	swept time.Time                 // last sweep of addrs; guarded by mu
 }
 
-// addrState is what one remote address holds.
+// maxAddrs bounds the addresses remembered without a connection (for
+// their request buckets): past it all of those are forgotten, so an
+// attacker with more addresses than this gets fresh buckets.
+const maxAddrs = 1 << 16
+
+// addrState is what one remote address holds. It outlives the address's
+// last connection until its bucket is full again (a fresh one would be
+// full too): else a client could close and reconnect for a fresh burst.
 type addrState struct {
 	conns   int           // open connections, guarded by guard.mu
 	limiter *rate.Limiter // its request bucket (safe for concurrent use)
@@ -93,8 +101,9 @@ func (g *guard) Accept() (net.Conn, error) {
 // admit applies the connection limits to c: it returns the tracked
 // connection, or nil when c was refused.
 func (g *guard) admit(c net.Conn) *trackedConn {
-	addr := remoteAddr(c)
+	addr := clientKey(c)
 	g.mu.Lock()
+	g.sweepLocked(time.Now())
 	a := g.addrs[addr]
 	if a != nil && a.conns >= g.lim.MaxConnsPerAddr {
 		g.mu.Unlock()
@@ -202,8 +211,29 @@ func (g *guard) releaseLocked(tc *trackedConn) {
 		}
 	}
 	tc.a.conns--
-	if tc.a.conns == 0 {
+	if tc.a.conns == 0 && tc.a.full(time.Now()) {
 		delete(g.addrs, tc.addr)
+	}
+}
+
+// full reports whether the address's bucket is back to its burst.
+func (a *addrState) full(now time.Time) bool {
+	return a.limiter.Limit() == rate.Inf || a.limiter.TokensAt(now) >= float64(a.limiter.Burst())
+}
+
+// sweepLocked forgets, at most once a second, the addresses without a
+// connection whose buckets are full again; past maxAddrs, every address
+// without a connection.
+func (g *guard) sweepLocked(now time.Time) {
+	if now.Sub(g.swept) < time.Second && len(g.addrs) <= maxAddrs {
+		return
+	}
+	g.swept = now
+	over := len(g.addrs) > maxAddrs
+	for k, a := range g.addrs {
+		if a.conns == 0 && (a.full(now) || over) {
+			delete(g.addrs, k)
+		}
 	}
 }
 
@@ -237,12 +267,24 @@ func (g *guard) open() int {
 	return len(g.conns)
 }
 
-func remoteAddr(c net.Conn) netip.Addr {
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		ap := ta.AddrPort()
-		return ap.Addr().Unmap()
+// clientKey is the remote address the per-address limits count by: the
+// IPv4 address, or the IPv6 /64 (one host is given a whole /64, so
+// counting by address would give it 2^64 budgets).
+func clientKey(c net.Conn) netip.Addr {
+	ta, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
 	}
-	return netip.Addr{}
+	return keyOf(ta.AddrPort().Addr())
+}
+
+func keyOf(a netip.Addr) netip.Addr {
+	a = a.Unmap() // Prefix drops an IPv6 zone
+	if a.Is4() {
+		return a
+	}
+	p, _ := a.Prefix(64)
+	return p.Addr()
 }
 
 type connKey struct{}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"golang.org/x/time/rate"
 )
 
 // serve starts the endpoint on a loopback port and returns its base URL.
@@ -393,6 +395,23 @@ func TestConnectionLimits(t *testing.T) {
 		if d := time.Since(start); d < 450*time.Millisecond {
 			t.Errorf("3 requests at 4/s burst 1 took %v", d)
 		}
+		// Closing and reconnecting does not give a fresh bucket.
+		c.Close()
+		c, err = dialFrom("127.0.11.1", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start = time.Now()
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		} else {
+			resp.Body.Close()
+		}
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Errorf("a reconnection got a fresh bucket: answered in %v, want the 250 ms wait", d)
+		}
 		// Another address has its own bucket: no 250 ms wait.
 		start = time.Now()
 		healthy(t, base)
@@ -458,5 +477,62 @@ func TestListenRetry(t *testing.T) {
 	defer mu.Unlock()
 	if len(logs) != 2 || !strings.Contains(logs[0], "retrying") {
 		t.Errorf("logs %q", logs)
+	}
+}
+
+// The per-address limits count an IPv6 client by its /64 (one host holds
+// a whole /64) and an IPv4-mapped one as IPv4.
+func TestClientKey(t *testing.T) {
+	for _, tt := range []struct{ a, b string }{
+		{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9"},
+		{"fe80::1%eth0", "fe80::2"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+	} {
+		if ka, kb := keyOf(netip.MustParseAddr(tt.a)), keyOf(netip.MustParseAddr(tt.b)); ka != kb {
+			t.Errorf("%s -> %v, %s -> %v: want one key", tt.a, ka, tt.b, kb)
+		}
+	}
+	for _, tt := range []struct{ a, b string }{
+		{"2001:db8:1:2::1", "2001:db8:1:3::1"},
+		{"192.0.2.1", "192.0.2.2"},
+	} {
+		if keyOf(netip.MustParseAddr(tt.a)) == keyOf(netip.MustParseAddr(tt.b)) {
+			t.Errorf("%s and %s share a key", tt.a, tt.b)
+		}
+	}
+}
+
+// The guard forgets an address without connections once its bucket is
+// full again, not before (else a reconnection gets a fresh burst), and
+// every such address past maxAddrs.
+func TestSweep(t *testing.T) {
+	g := newGuard(nil, Limits{RequestsPerAddr: 1, BurstPerAddr: 2})
+	now := time.Now()
+	add := func(k string, conns int, spent bool) {
+		a := &addrState{conns: conns, limiter: rate.NewLimiter(1, 2)}
+		if spent {
+			a.limiter.AllowN(now, 2)
+		}
+		g.addrs[netip.MustParseAddr(k)] = a
+	}
+	add("192.0.2.1", 0, false) // full, no connection: forgotten
+	add("192.0.2.2", 0, true)  // spent: kept
+	add("192.0.2.3", 1, false) // connected: kept
+	g.sweepLocked(now)
+	if len(g.addrs) != 2 || g.addrs[netip.MustParseAddr("192.0.2.1")] != nil {
+		t.Errorf("after a sweep: %v", g.addrs)
+	}
+	g.sweepLocked(now.Add(3 * time.Second)) // refilled
+	if len(g.addrs) != 1 {
+		t.Errorf("a refilled bucket kept: %v", g.addrs)
+	}
+	later := now.Add(3 * time.Second)
+	now = later // spent now: kept but for maxAddrs
+	for i := range maxAddrs + 1 {
+		add(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(), 0, true)
+	}
+	g.sweepLocked(later)
+	if len(g.addrs) != 1 {
+		t.Errorf("past maxAddrs %d addresses kept", len(g.addrs))
 	}
 }
