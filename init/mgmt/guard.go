@@ -19,20 +19,24 @@ import (
 // waits in the kernel's accept queue behind whatever holds the slots;
 // 16 slowloris clients or 4,000 idle connections were enough to fail
 // every health check. The guard instead accepts every connection at once
-// and decides on the spot:
+// and decides on the spot ("address" is the IPv4 address, or the IPv6
+// /64, which one host holds whole):
 //
 //   - an address with MaxConnsPerAddr connections gets no more: the new one
-//     is held unread for about HoldRejected and then reset (a tarpit: a client
-//     that reconnects at once when refused would otherwise cost an accept
-//     and a close per attempt, at its speed rather than ours);
-//   - with MaxConns connections open, the new one replaces the oldest
-//     connection that has no request in progress (one still sending its
-//     header, a slowloris, or one idle between requests); if every
-//     connection is in a handler, the new one is held as above;
+//     is held unread for about HoldRejected and then reset (a tarpit: a
+//     client that reconnects at once when refused would otherwise cost an
+//     accept and a close per attempt, at its speed rather than ours);
+//   - with MaxConns connections open, the new one replaces a connection
+//     that has no request in progress (one still sending its header, a
+//     slowloris, or one idle between requests) from an address holding
+//     more than the newcomer's would, or older than MinEvictAge
+//     (victimLocked); if there is none, the new one is held as above;
 //   - every request first takes a token from its address's bucket
 //     (RequestsPerAddr, BurstPerAddr), waiting for it without CPU, so the
 //     requests served per second are bounded by the number of addresses
-//     connected, not by how fast the clients send.
+//     connected, not by how fast the clients send. The bucket outlives
+//     the address's connections until it is full again, so reconnecting
+//     buys no fresh burst.
 //
 // A health checker from an address of its own therefore always gets a
 // slot (at worst by evicting an attacker's silent or idle connection) and
