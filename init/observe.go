@@ -247,8 +247,12 @@ func (o *observer) serve(ctx context.Context, link *nic.Link, et nic.Ethtool, d 
 	if o.cfg.MgmtPort == o.cfg.WorkloadPort {
 		return fmt.Errorf("mgmt.port %d is the workload's port", o.cfg.MgmtPort)
 	}
+	limits := mgmt.DefaultLimits
+	limits.Stats = &mgmt.Stats{}
+	reg := metrics.NewRegistry(o.metricsOptions(link, et))
+	reg.MustRegister(limits.Stats.Collectors()...)
 	h := mgmt.Handler(mgmt.Options{
-		Gatherer: metrics.NewRegistry(o.metricsOptions(link, et)),
+		Gatherer: reg,
 		Workload: o,
 		Report:   o.bootReport,
 		Logf:     o.con.Logf,
@@ -258,13 +262,13 @@ func (o *observer) serve(ctx context.Context, link *nic.Link, et nic.Ethtool, d 
 	if err != nil {
 		go func() {
 			defer recoverLog(o.con, "management endpoint")
-			mgmt.ListenAndServe(ctx, addr, h, o.con.Logf)
+			mgmt.ListenAndServe(ctx, addr, h, limits, o.con.Logf)
 		}()
 		return fmt.Errorf("listen %s: %w (retrying in the background)", addr, err)
 	}
 	go func() {
 		defer recoverLog(o.con, "management endpoint")
-		if err := mgmt.Serve(ctx, ln, h, mgmt.DefaultLimits, o.con.Logf); err != nil {
+		if err := mgmt.Serve(ctx, ln, h, limits, o.con.Logf); err != nil {
 			o.con.Logf("management endpoint: %v", err)
 		}
 	}()

@@ -47,7 +47,8 @@ import (
 // the port with mgmt.addr and the network's own filters for that.
 type guard struct {
 	net.Listener
-	lim Limits
+	lim   Limits
+	stats *Stats // lim.Stats, or one of its own
 
 	mu    sync.Mutex
 	conns []*trackedConn            // open connections, oldest first; guarded by mu
@@ -85,7 +86,11 @@ type trackedConn struct {
 }
 
 func newGuard(ln net.Listener, l Limits) *guard {
-	return &guard{Listener: ln, lim: l, addrs: map[netip.Addr]*addrState{}}
+	g := &guard{Listener: ln, lim: l, stats: l.Stats, addrs: map[netip.Addr]*addrState{}}
+	if g.stats == nil {
+		g.stats = &Stats{}
+	}
+	return g
 }
 
 // Accept returns the next connection the limits admit; refused ones are
@@ -123,6 +128,7 @@ func (g *guard) admit(c net.Conn) *trackedConn {
 			return nil
 		}
 		g.releaseLocked(victim)
+		g.stats.Evicted.Add(1)
 	}
 	if a == nil {
 		r, b := rate.Limit(g.lim.RequestsPerAddr), max(g.lim.BurstPerAddr, 1)
@@ -136,6 +142,8 @@ func (g *guard) admit(c net.Conn) *trackedConn {
 	tc := &trackedConn{Conn: c, g: g, addr: addr, a: a, state: http.StateNew, since: time.Now()}
 	g.conns = append(g.conns, tc)
 	g.mu.Unlock()
+	g.stats.Accepted.Add(1)
+	g.stats.Open.Add(1)
 	if victim != nil {
 		victim.Conn.Close() // the server sees an error and lets it go
 	}
@@ -179,6 +187,7 @@ func (g *guard) victimLocked(a *addrState, now time.Time) *trackedConn {
 // refuse holds c unread for about HoldRejected, then closes it with a reset;
 // beyond MaxHeld held connections it is closed at once.
 func (g *guard) refuse(c net.Conn) {
+	g.stats.Refused.Add(1)
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetLinger(0) // RST: no FIN_WAIT/TIME_WAIT state kept for it
 	}
@@ -190,6 +199,7 @@ func (g *guard) refuse(c net.Conn) {
 	}
 	g.held++
 	g.mu.Unlock()
+	g.stats.Held.Add(1)
 	// Jitter (0.5-1.5x) so that refused clients that came together (an
 	// attack starts at once) are not reset together and come back as one
 	// burst in the accept queue, in front of a health check.
@@ -199,6 +209,7 @@ func (g *guard) refuse(c net.Conn) {
 		g.mu.Lock()
 		g.held--
 		g.mu.Unlock()
+		g.stats.Held.Add(-1)
 	})
 }
 
@@ -208,6 +219,7 @@ func (g *guard) releaseLocked(tc *trackedConn) {
 		return
 	}
 	tc.released = true
+	g.stats.Open.Add(-1)
 	for i, o := range g.conns {
 		if o == tc {
 			g.conns = append(g.conns[:i], g.conns[i+1:]...)
@@ -310,10 +322,19 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 func limitRequests(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tc, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
-			if err := tc.a.limiter.Wait(r.Context()); err != nil {
-				w.Header().Set("Connection", "close")
-				http.Error(w, "too many requests from your address", http.StatusTooManyRequests)
-				return
+			res := tc.a.limiter.Reserve() // burst >= 1: always possible
+			if d := res.Delay(); d > 0 {
+				tc.g.stats.Delayed.Add(1)
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+					t.Stop()
+					res.Cancel()
+					w.Header().Set("Connection", "close")
+					http.Error(w, "too many requests from your address", http.StatusTooManyRequests)
+					return
+				}
 			}
 		}
 		h.ServeHTTP(w, r)

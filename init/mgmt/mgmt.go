@@ -84,6 +84,9 @@ type Limits struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration // between keep-alive requests
 	MaxHeaderBytes    int
+	// Stats is where the guard counts what it did (for /metrics); nil:
+	// nowhere.
+	Stats *Stats
 }
 
 // DefaultLimits are the limits of the init's endpoint. A load balancer's
@@ -243,11 +246,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, logf 
 	return err
 }
 
-// ListenAndServe listens on addr and serves; if the address cannot be
+// ListenAndServe listens on addr and serves within l; if the address cannot be
 // bound yet (a configured address that DHCP has not brought), it retries
 // with back-off (1s doubling to 30s) until ctx ends, logging the first
 // failure.
-func ListenAndServe(ctx context.Context, addr string, h http.Handler, logf func(string, ...any)) error {
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, l Limits, logf func(string, ...any)) error {
 	backoff := time.Second
 	logged := false
 	for {
@@ -257,7 +260,7 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, logf func(
 			if logged && logf != nil {
 				logf("mgmt: listening on %s", addr)
 			}
-			return Serve(ctx, ln, h, DefaultLimits, logf)
+			return Serve(ctx, ln, h, l, logf)
 		}
 		if !logged && logf != nil {
 			logf("mgmt: listen %s: %v; retrying", addr, err)

@@ -241,7 +241,9 @@ func TestConnectionLimits(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // its slot freed
 	}
 	t.Run("per-address", func(t *testing.T) {
-		base := serve(t, noWorkload, testLimits)
+		l := testLimits
+		l.Stats = &Stats{}
+		base := serve(t, noWorkload, l)
 		addr := strings.TrimPrefix(base, "http://")
 		a, b := silent(t, "127.0.5.1", addr), silent(t, "127.0.5.1", addr)
 		third := silent(t, "127.0.5.1", addr)
@@ -255,9 +257,14 @@ func TestConnectionLimits(t *testing.T) {
 		if fate(t, a, 10*time.Millisecond) != "open" || fate(t, b, 10*time.Millisecond) != "open" {
 			t.Errorf("the address's first two connections were closed")
 		}
+		if r, h, o := l.Stats.Refused.Load(), l.Stats.Held.Load(), l.Stats.Open.Load(); r != 1 || h != 0 || o != 2 {
+			t.Errorf("stats: refused %d held %d open %d, want 1 0 2", r, h, o)
+		}
 	})
 	t.Run("total-fair-share", func(t *testing.T) {
-		base := serve(t, noWorkload, testLimits)
+		l := testLimits
+		l.Stats = &Stats{}
+		base := serve(t, noWorkload, l)
 		addr := strings.TrimPrefix(base, "http://")
 		a1, a2 := silent(t, "127.0.6.1", addr), silent(t, "127.0.6.1", addr)
 		b := silent(t, "127.0.6.2", addr)
@@ -283,6 +290,9 @@ func TestConnectionLimits(t *testing.T) {
 			if fate(t, x, 10*time.Millisecond) != "open" {
 				t.Errorf("an equal share was evicted")
 			}
+		}
+		if e, r, a := l.Stats.Evicted.Load(), l.Stats.Refused.Load(), l.Stats.Accepted.Load(); e != 1 || r != 1 || a != 5 {
+			t.Errorf("stats: evicted %d refused %d accepted %d, want 1 1 5", e, r, a)
 		}
 	})
 	t.Run("total-age", func(t *testing.T) {
@@ -373,6 +383,7 @@ func TestConnectionLimits(t *testing.T) {
 	t.Run("request-rate", func(t *testing.T) {
 		l := testLimits
 		l.RequestsPerAddr, l.BurstPerAddr = 4, 1
+		l.Stats = &Stats{}
 		base := serve(t, noWorkload, l)
 		addr := strings.TrimPrefix(base, "http://")
 		c, err := dialFrom("127.0.11.1", addr)
@@ -411,6 +422,22 @@ func TestConnectionLimits(t *testing.T) {
 		}
 		if d := time.Since(start); d < 200*time.Millisecond {
 			t.Errorf("a reconnection got a fresh bucket: answered in %v, want the 250 ms wait", d)
+		}
+		// Counted, and exposed as a metric.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(l.Stats.Collectors()...)
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		delayed := -1.0
+		for _, f := range fams {
+			if f.GetName() == "hotpath_mgmt_requests_delayed_total" {
+				delayed = f.Metric[0].Counter.GetValue()
+			}
+		}
+		if delayed != 3 {
+			t.Errorf("hotpath_mgmt_requests_delayed_total %v, want 3", delayed)
 		}
 		// Another address has its own bucket: no 250 ms wait.
 		start = time.Now()
@@ -451,7 +478,7 @@ func TestListenRetry(t *testing.T) {
 	var logs []string
 	done := make(chan error, 1)
 	go func() {
-		done <- ListenAndServe(ctx, addr, Handler(Options{}), func(f string, a ...any) {
+		done <- ListenAndServe(ctx, addr, Handler(Options{}), DefaultLimits, func(f string, a ...any) {
 			mu.Lock()
 			logs = append(logs, fmt.Sprintf(f, a...))
 			mu.Unlock()
