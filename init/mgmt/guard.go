@@ -145,7 +145,10 @@ func (g *guard) admit(c net.Conn) *trackedConn {
 	g.stats.Accepted.Add(1)
 	g.stats.Open.Add(1)
 	if victim != nil {
-		victim.Conn.Close() // the server sees an error and lets it go
+		// The server sees an error and lets it go. (Should the victim's
+		// header have completed since the state was read, that one
+		// request fails: a race the fair-share rule makes rare.)
+		victim.Conn.Close()
 	}
 	return tc
 }
@@ -153,8 +156,9 @@ func (g *guard) admit(c net.Conn) *trackedConn {
 // victimLocked returns the connection a newcomer from the address with
 // state a (nil: none yet) may replace, or nil. Only a connection with no
 // request in progress (still sending its header, or idle) is replaced,
-// and only one that is either from an address holding at least two more
-// connections than the newcomer's would, or older than MinEvictAge. Of
+// and only one that is either from an address holding more connections
+// than the newcomer's would with it (so that after the swap the victim's
+// address still holds at least as many), or older than MinEvictAge. Of
 // those, the one whose address holds the most connections goes, the
 // oldest first. The fair-share rule lets a health checker from an address
 // of its own in whatever the attack holds; the age rule lets it in when
