@@ -58,14 +58,17 @@ const DefaultPort = 9100
 
 // Limits bound what clients can make the endpoint hold and spend. The
 // guard (guard.go) enforces the connection and request limits; net/http's
-// Server the timeouts.
+// Server the timeouts. A zero MaxConns, MaxConnsPerAddr, ReadHeaderTimeout,
+// WriteTimeout, IdleTimeout or MaxHeaderBytes means DefaultLimits' value
+// (Limits{} is the defaults without a request rate, hold or eviction age);
+// the other fields' zero is documented with each.
 type Limits struct {
 	// MaxConns is the connections held at once; a new one beyond it
 	// replaces the oldest that has no request in progress.
 	MaxConns int
 	// MinEvictAge: a connection older than this with no request in
 	// progress may be replaced by a newcomer whatever the addresses' shares
-	// (guard.victimLocked).
+	// (guard.victimLocked); 0: any such connection.
 	MinEvictAge time.Duration
 	// MaxConnsPerAddr is the connections one remote address may hold.
 	MaxConnsPerAddr int
@@ -75,7 +78,7 @@ type Limits struct {
 	BurstPerAddr    int
 	// HoldRejected is how long a refused connection is held unread before
 	// it is reset (0.5-1.5x, at random), at most MaxHeld of them at once
-	// (the rest are reset at once).
+	// (the rest are reset at once); 0: every one is reset at once.
 	HoldRejected time.Duration
 	MaxHeld      int
 	// ReadHeaderTimeout bounds reading a request (they have no body);
@@ -87,6 +90,23 @@ type Limits struct {
 	// Stats is where the guard counts what it did (for /metrics); nil:
 	// nowhere.
 	Stats *Stats
+}
+
+// withDefaults returns l with its zero sizes and timeouts taken from
+// DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	for _, f := range []struct{ v, def *int }{{&l.MaxConns, &d.MaxConns}, {&l.MaxConnsPerAddr, &d.MaxConnsPerAddr}, {&l.MaxHeaderBytes, &d.MaxHeaderBytes}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	for _, f := range []struct{ v, def *time.Duration }{{&l.ReadHeaderTimeout, &d.ReadHeaderTimeout}, {&l.WriteTimeout, &d.WriteTimeout}, {&l.IdleTimeout, &d.IdleTimeout}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
 }
 
 // DefaultLimits are the limits of the init's endpoint. A load balancer's
@@ -229,6 +249,7 @@ func (l logWriter) Write(p []byte) (int, error) { l("%s", p); return len(p), nil
 
 // Serve serves h on ln within the limits l until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, logf func(string, ...any)) error {
+	l = l.withDefaults()
 	g := newGuard(ln, l)
 	srv := Server(limitRequests(h), l, logf)
 	srv.ConnState = g.connState

@@ -465,6 +465,19 @@ func TestConnectionLimits(t *testing.T) {
 	})
 }
 
+// Limits{} serves with the default sizes and timeouts (it used to refuse
+// every connection: MaxConns 0).
+func TestZeroLimits(t *testing.T) {
+	base := serve(t, Options{}, Limits{})
+	if code, _, _ := get(t, base+"/healthz"); code != 503 {
+		t.Errorf("healthz with Limits{}: %d", code)
+	}
+	if l := (Limits{}).withDefaults(); l.MaxConns != DefaultLimits.MaxConns || l.IdleTimeout != DefaultLimits.IdleTimeout ||
+		l.RequestsPerAddr != 0 || l.HoldRejected != 0 {
+		t.Errorf("Limits{} with defaults: %+v", l)
+	}
+}
+
 // ListenAndServe waits for an address that cannot be bound yet.
 func TestListenRetry(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
