@@ -145,6 +145,15 @@ func workloadState(st supervise.State, now time.Time) metrics.WorkloadState {
 	return w
 }
 
+// bootReport is what /report serves: the boot report as printed on the
+// console (secret values already out of it: newBootReport), or false
+// before it exists.
+func (o *observer) bootReport() (any, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.rep, o.rep != nil
+}
+
 func (o *observer) report(rep report.Report) {
 	if o == nil {
 		return
@@ -238,28 +247,28 @@ func (o *observer) serve(ctx context.Context, link *nic.Link, et nic.Ethtool, d 
 	if o.cfg.MgmtPort == o.cfg.WorkloadPort {
 		return fmt.Errorf("mgmt.port %d is the workload's port", o.cfg.MgmtPort)
 	}
+	limits := mgmt.DefaultLimits
+	limits.Stats = &mgmt.Stats{}
+	reg := metrics.NewRegistry(o.metricsOptions(link, et))
+	reg.MustRegister(limits.Stats.Collectors()...)
 	h := mgmt.Handler(mgmt.Options{
-		Gatherer: metrics.NewRegistry(o.metricsOptions(link, et)),
+		Gatherer: reg,
 		Workload: o,
-		Report: func() (any, bool) {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			return o.rep, o.rep != nil
-		},
-		Logf: o.con.Logf,
+		Report:   o.bootReport,
+		Logf:     o.con.Logf,
 	})
 	addr := net.JoinHostPort(o.cfg.MgmtAddr, strconv.Itoa(o.cfg.MgmtPort))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		go func() {
 			defer recoverLog(o.con, "management endpoint")
-			mgmt.ListenAndServe(ctx, addr, h, o.con.Logf)
+			mgmt.ListenAndServe(ctx, addr, h, limits, o.con.Logf)
 		}()
 		return fmt.Errorf("listen %s: %w (retrying in the background)", addr, err)
 	}
 	go func() {
 		defer recoverLog(o.con, "management endpoint")
-		if err := mgmt.Serve(ctx, ln, h, mgmt.DefaultLimits, o.con.Logf); err != nil {
+		if err := mgmt.Serve(ctx, ln, h, limits, o.con.Logf); err != nil {
 			o.con.Logf("management endpoint: %v", err)
 		}
 	}()

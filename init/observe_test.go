@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/metrics"
@@ -79,6 +85,49 @@ func TestWorkloadState(t *testing.T) {
 	for _, o := range []*observer{{}, nil} {
 		if s := o.Snapshot(); s.Running || s.State != supervise.StateDown {
 			t.Errorf("before the supervisor (observer %p): %+v", o, s)
+		}
+	}
+}
+
+// TestServeWiring: the init's management endpoint (observer.serve) binds
+// mgmt.addr, answers /healthz, and exposes the guard's metrics.
+func TestServeWiring(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	m, out := testMachine(t, t.TempDir(), map[string]string{"mgmt.addr": "127.0.0.1", "mgmt.port": strconv.Itoa(port)})
+	o := startObserver(m.con, m.cfg, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := boot.Detail{}
+	if err := o.serve(ctx, nil, nil, d); err != nil {
+		t.Fatalf("serve: %v (%s)", err, out)
+	}
+	base := "http://" + d["addr"]
+	if d["addr"] != net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) {
+		t.Errorf("bound %q", d["addr"])
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 { // no workload started
+		t.Errorf("/healthz %d", resp.StatusCode)
+	}
+	resp, err = c.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{"hotpath_mgmt_connections_accepted_total ", "hotpath_mgmt_connections_refused_total 0"} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %q", name)
 		}
 	}
 }

@@ -27,11 +27,7 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 		"HOTPATH_CPUS=" + cpuList, "HOTPATH_PORT=" + strconv.Itoa(cfg.WorkloadPort)}, cfg.WorkloadEnv...)
 	// Step 10's workload half, with the NIC's deferral (init/napi).
 	env = append(env, napi.WorkloadEnv(napiSettings(cfg))...)
-	br := &bootReport{rep: report.Report{
-		Version: report.Version, Kernel: kernelRelease(), CPUs: len(m.online),
-		Config: cfg.Map(), Unknown: unknown,
-		Workload: &report.Workload{Path: cfg.WorkloadPath, Args: cfg.WorkloadArgs, CPUs: cpuList, Port: cfg.WorkloadPort},
-	}}
+	br := newBootReport(m, cpuList, unknown)
 	// The workload's output goes through the console's count, so that the
 	// report is printed again before it leaves EC2's 64 KiB window.
 	stdout, stderr := m.obs.workloadOutput(con)
@@ -58,6 +54,18 @@ func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supe
 		sup.Run()
 	}()
 	return sup
+}
+
+// newBootReport starts the boot report. It goes to the console and to
+// /report, so the values of secret keys stay out of it (config.ReportMap,
+// ReportArgs, and RedactCmdline in finish) unless report.secrets=show.
+func newBootReport(m *machine, cpuList string, unknown []string) *bootReport {
+	cfg := m.cfg
+	return &bootReport{rep: report.Report{
+		Version: report.Version, Kernel: kernelRelease(), CPUs: len(m.online),
+		Config: cfg.ReportMap(), Unknown: unknown,
+		Workload: &report.Workload{Path: cfg.WorkloadPath, Args: cfg.ReportArgs(), CPUs: cpuList, Port: cfg.WorkloadPort},
+	}}
 }
 
 // livenessOf is the supervisor's liveness probe for liveness.probe: nil
@@ -114,6 +122,7 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 	fo := facts.Options{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Sysctls: sysctlNames, Link: m.link,
 		Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
 	rep.Facts = facts.Read(fo, m.con.Logf)
+	rep.Facts.Cmdline = m.cfg.RedactCmdline(rep.Facts.Cmdline)
 	rep.CRNG = rng.report()
 	rep.PreviousBoot, rep.NUMA = m.previous, m.numa
 	m.inst.fill(rep)

@@ -54,6 +54,12 @@ type Config struct {
 	MgmtPort  int    // 0: no management endpoint
 	MgmtAddr  string // "" = all addresses
 	LogRemote string // "" or udp://host:port or tcp://host:port
+
+	// ReportSecrets (report.secrets=show) puts the values of secret keys
+	// in the boot report; ReportRedact (report.redact) names more keys
+	// whose values it hides (secret.go).
+	ReportSecrets bool
+	ReportRedact  []string
 }
 
 // Key describes one configuration key.
@@ -87,9 +93,10 @@ var workloadKeys = []Key{
 	{"workload.env", "", "extra environment, space-separated NAME=value pairs",
 		func(c *Config, v string) error {
 			env := strings.Fields(v)
-			for _, e := range env {
+			for i, e := range env {
+				// The word itself is not quoted: it may be a secret.
 				if n, _, ok := strings.Cut(e, "="); !ok || n == "" {
-					return fmt.Errorf("%q is not NAME=value", e)
+					return fmt.Errorf("word %d is not NAME=value", i+1)
 				}
 			}
 			c.WorkloadEnv = env
@@ -262,6 +269,29 @@ var systemKeys = []Key{
 			c.MgmtAddr = v
 			return nil
 		}, func(c *Config) string { return c.MgmtAddr }},
+	{"report.secrets", "redact", "redact: the boot report (serial console, /report, shipped logs) shows " +
+		"the names in workload.env, the flags in workload.args and no value of them or of the report.redact " +
+		"keys; show: the values too (anyone who reaches the management port reads them)",
+		func(c *Config, v string) error {
+			switch v {
+			case "redact":
+				c.ReportSecrets = false
+			case "show":
+				c.ReportSecrets = true
+			default:
+				return fmt.Errorf("want redact or show")
+			}
+			return nil
+		}, func(c *Config) string {
+			if c.ReportSecrets {
+				return "show"
+			}
+			return "redact"
+		}},
+	{"report.redact", "", "more keys whose values the boot report hides, comma-separated (e.g. " +
+		"log.remote,sysctl.net.ipv4.tcp_fastopen)",
+		func(c *Config, v string) error { return c.setReportRedact(v) },
+		func(c *Config) string { return strings.Join(c.ReportRedact, ",") }},
 	{"log.remote", "", "syslog collector, udp://host:port or tcp://host:port; empty = console only",
 		func(c *Config, v string) error {
 			if v != "" {
@@ -309,6 +339,10 @@ func (c *Config) Set(key, value string) error {
 	key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 	if k := lookup(key); k != nil {
 		if err := k.set(c, value); err != nil {
+			if IsSecret(key) {
+				// The console and the report carry this error: no value.
+				return fmt.Errorf("config: %s: %w", key, err)
+			}
 			return fmt.Errorf("config: %s=%q: %w", key, value, err)
 		}
 		return nil
@@ -363,7 +397,8 @@ func Parse(r io.Reader) (Config, error) {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		if !ok {
-			errs = append(errs, fmt.Errorf("config: line %d: %q is not key=value", n, line))
+			// Not the line itself: it may be a secret missing its key.
+			errs = append(errs, fmt.Errorf("config: line %d is not key=value (%d bytes)", n, len(line)))
 			continue
 		}
 		if err := c.setCollect(k, v, &unknown); err != nil {
@@ -576,6 +611,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MgmtPort != 0 && c.MgmtPort == c.WorkloadPort {
 		errs = append(errs, fmt.Errorf("config: mgmt.port %d is the workload's port", c.MgmtPort))
+	}
+	if err := c.validateRedact(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -99,6 +99,12 @@
 //	shutdown.grace             [10s] time between SIGTERM and SIGKILL at shutdown
 //	mgmt.port                  [9100] management endpoint (/metrics /healthz /report); 0 = off
 //	mgmt.addr                  [] address the management endpoint binds; empty = all addresses
+//	report.secrets             [redact] redact: the boot report (serial console, /report, shipped logs)
+//	                              shows the names in workload.env, the flags in workload.args and no
+//	                              value of them or of the report.redact keys; show: the values too
+//	                              (anyone who reaches the management port reads them)
+//	report.redact              [] more keys whose values the boot report hides, comma-separated (e.g.
+//	                              log.remote,sysctl.net.ipv4.tcp_fastopen)
 //	log.remote                 [] syslog collector, udp://host:port or tcp://host:port; empty = console
 //	                              only
 //

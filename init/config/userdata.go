@@ -150,7 +150,8 @@ func ApplyUserData(c Config, data []byte) (Config, report.UserData) {
 		k, v, ok := strings.Cut(line, "=")
 		k = strings.TrimSpace(k)
 		if !ok {
-			errs = append(errs, fmt.Sprintf("line %d: %q is not key=value", n, line))
+			// Not the line itself: it may be a secret missing its key.
+			errs = append(errs, fmt.Sprintf("line %d is not key=value (%d bytes)", n, len(line)))
 			return
 		}
 		// Check the value on a scratch copy first: a refused key with a

@@ -6,13 +6,28 @@
 //	          (a load balancer's target health check)
 //	/report   the boot report as JSON (503 until the workload first accepted)
 //
-// It carries no secrets and changes nothing, so it binds on all addresses
-// by default. It runs inside PID 1, so it must never stop or stall the
-// init: every connection has read, write and idle deadlines, at most
-// Limits.MaxConns connections are served at once (further ones wait in the
-// kernel's accept queue), at most two scrapes run at once (a third gets
-// 503: two for a pair of Prometheus servers, no more), and a panic in a
-// handler ends that request only (net/http recovers it).
+// It answers without authentication. What it shows is what the serial
+// console shows: the configuration, the workload's path, the names in
+// workload.env and the flags in workload.args, addresses, the instance's
+// identity, the kernel command line, metrics. The values of
+// workload.env and workload.args and of the keys in report.redact are
+// left out of the report unless report.secrets=show (init/config
+// secret.go); anything else a workload's operator puts in a
+// configuration key is shown. Restrict the port with mgmt.addr where that
+// is too much (README.md, "What listens where"). It changes nothing.
+//
+// It runs inside PID 1 and a load balancer takes the instance out of
+// service when /healthz does not answer, so no client may
+// starve it or make it spend the workload's CPU: the guard (guard.go)
+// accepts every connection at once and bounds what each address and all
+// of them together may hold (a health check from an address of its own
+// gets a slot at once, replacing an attacker's silent or idle connection
+// if need be), requests wait for their address's token (so a flood costs
+// a bounded number of requests per second, not what the clients can
+// send), headers must come within 2 s and idle connections go after 5 s
+// (DefaultLimits); at most two scrapes run at once (a third gets 503: two
+// for a pair of Prometheus servers, no more), and a panic in a handler
+// ends that request only (net/http recovers it).
 package mgmt
 
 import (
@@ -29,7 +44,6 @@ import (
 	"github.com/hotpath-dev/hotpath/init/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 )
 
 // DefaultPort is the default management port. 9100 is node_exporter's
@@ -42,23 +56,83 @@ import (
 // The metric names are hotpath_*, so nothing mistakes it for node_*.
 const DefaultPort = 9100
 
-// Limits bound what clients can make the server hold.
+// Limits bound what clients can make the endpoint hold and spend. The
+// guard (guard.go) enforces the connection and request limits; net/http's
+// Server the timeouts. A zero MaxConns, MaxConnsPerAddr, ReadHeaderTimeout,
+// WriteTimeout, IdleTimeout or MaxHeaderBytes means DefaultLimits' value
+// (Limits{} is the defaults without a request rate, hold or eviction age);
+// the other fields' zero is documented with each.
 type Limits struct {
-	MaxConns int // connections served at once
+	// MaxConns is the connections held at once; a new one beyond it
+	// replaces the oldest that has no request in progress.
+	MaxConns int
+	// MinEvictAge: a connection older than this with no request in
+	// progress may be replaced by a newcomer whatever the addresses' shares
+	// (guard.victimLocked); 0: any such connection.
+	MinEvictAge time.Duration
+	// MaxConnsPerAddr is the connections one remote address may hold.
+	MaxConnsPerAddr int
+	// RequestsPerAddr and BurstPerAddr are the token bucket of each
+	// remote address: requests beyond it wait for their token. 0: no limit.
+	RequestsPerAddr float64
+	BurstPerAddr    int
+	// HoldRejected is how long a refused connection is held unread before
+	// it is reset (0.5-1.5x, at random), at most MaxHeld of them at once
+	// (the rest are reset at once); 0: every one is reset at once.
+	HoldRejected time.Duration
+	MaxHeld      int
 	// ReadHeaderTimeout bounds reading a request (they have no body);
 	// a connection that sends nothing loses its slot after it.
 	ReadHeaderTimeout time.Duration
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration // between keep-alive requests
 	MaxHeaderBytes    int
+	// Stats is where the guard counts what it did (for /metrics); nil:
+	// nowhere.
+	Stats *Stats
 }
 
-// DefaultLimits are the limits of the init's endpoint.
+// withDefaults returns l with its zero sizes and timeouts taken from
+// DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	for _, f := range []struct{ v, def *int }{{&l.MaxConns, &d.MaxConns}, {&l.MaxConnsPerAddr, &d.MaxConnsPerAddr}, {&l.MaxHeaderBytes, &d.MaxHeaderBytes}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	for _, f := range []struct{ v, def *time.Duration }{{&l.ReadHeaderTimeout, &d.ReadHeaderTimeout}, {&l.WriteTimeout, &d.WriteTimeout}, {&l.IdleTimeout, &d.IdleTimeout}} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
+
+// DefaultLimits are the limits of the init's endpoint. A load balancer's
+// check is one request on a fresh connection every few seconds per load
+// balancer node, a Prometheus scrape one request every 15 s or so, and
+// both send their header at once. So 2 s to send a header and 5 s idle
+// cost no honest client anything; 8 connections and 2 requests/s (bursts
+// of 5) per address leave room for two Prometheus servers and a load
+// balancer's nodes behind one NAT address; 256 connections of ~20 KiB
+// each (buffers and goroutine) bound the memory to ~5 MiB, and 256
+// addresses at 2/s bound the requests to 512/s. A flood from 8 addresses
+// cost the endpoint 0.010 CPU-s a second, everything included
+// (TestHealthUnderAttack/flood-64). A refused connection is held 2.5-7.5 s:
+// a client that reconnects as soon as it is reset then costs an accept
+// every 5 s, and 1,024 held descriptors are the most that costs.
 var DefaultLimits = Limits{
-	MaxConns:          8,
-	ReadHeaderTimeout: 5 * time.Second,
+	MaxConns:          256,
+	MaxConnsPerAddr:   8,
+	MinEvictAge:       time.Second,
+	RequestsPerAddr:   2,
+	BurstPerAddr:      5,
+	HoldRejected:      5 * time.Second,
+	MaxHeld:           1024,
+	ReadHeaderTimeout: 2 * time.Second,
 	WriteTimeout:      30 * time.Second,
-	IdleTimeout:       60 * time.Second,
+	IdleTimeout:       5 * time.Second,
 	MaxHeaderBytes:    8 << 10,
 }
 
@@ -152,7 +226,8 @@ type printfLogger func(format string, args ...any)
 
 func (p printfLogger) Println(v ...any) { p("mgmt: %s", fmt.Sprint(v...)) }
 
-// Server returns an http.Server for h with the limits l.
+// Server returns an http.Server for h with the timeouts of l. The
+// connection and request limits are the guard's (Serve).
 func Server(h http.Handler, l Limits, logf func(string, ...any)) *http.Server {
 	s := &http.Server{
 		Handler:           h,
@@ -174,25 +249,29 @@ func (l logWriter) Write(p []byte) (int, error) { l("%s", p); return len(p), nil
 
 // Serve serves h on ln within the limits l until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, l Limits, logf func(string, ...any)) error {
-	srv := Server(h, l, logf)
+	l = l.withDefaults()
+	g := newGuard(ln, l)
+	srv := Server(limitRequests(h), l, logf)
+	srv.ConnState = g.connState
+	srv.ConnContext = connContext
 	go func() {
 		<-ctx.Done()
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		srv.Shutdown(c)
 	}()
-	err := srv.Serve(netutil.LimitListener(ln, l.MaxConns))
+	err := srv.Serve(g)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
 }
 
-// ListenAndServe listens on addr and serves; if the address cannot be
+// ListenAndServe listens on addr and serves within l; if the address cannot be
 // bound yet (a configured address that DHCP has not brought), it retries
 // with back-off (1s doubling to 30s) until ctx ends, logging the first
 // failure.
-func ListenAndServe(ctx context.Context, addr string, h http.Handler, logf func(string, ...any)) error {
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, l Limits, logf func(string, ...any)) error {
 	backoff := time.Second
 	logged := false
 	for {
@@ -202,7 +281,7 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, logf func(
 			if logged && logf != nil {
 				logf("mgmt: listening on %s", addr)
 			}
-			return Serve(ctx, ln, h, DefaultLimits, logf)
+			return Serve(ctx, ln, h, l, logf)
 		}
 		if !logged && logf != nil {
 			logf("mgmt: listen %s: %v; retrying", addr, err)

@@ -59,9 +59,12 @@ type Report struct {
 	// is printed anyway so that a reader is not left waiting.
 	ReadyError string `json:"ready_error,omitempty"`
 	// Workload is the workload's command line and environment additions
-	// (HOTPATH_CPUS, HOTPATH_PORT) as started.
+	// (HOTPATH_CPUS, HOTPATH_PORT) as started; the values in its
+	// arguments are hidden (config.RedactArgs) unless report.secrets=show.
 	Workload *Workload `json:"workload,omitempty"`
-	// Config is the effective init configuration (file plus command line).
+	// Config is the effective init configuration (file plus command
+	// line), the values of secret keys hidden (config.ReportMap) unless
+	// report.secrets=show; Facts.Cmdline likewise.
 	Config map[string]string `json:"config"`
 	// Unknown lists configuration keys that were given but not understood.
 	Unknown []string `json:"unknown,omitempty"`
