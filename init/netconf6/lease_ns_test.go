@@ -123,14 +123,17 @@ func TestRefusedReplyLeavesInterface(t *testing.T) {
 				}
 			}
 			res, _ := runChild(t, cli, "dhcp", 5*time.Second)
-			after, _ := ifState6(t, cli, "v6c")
+			after, routed := ifState6(t, cli, "v6c")
 			t.Logf("step %s: %s", res.Step.Status, res.Step.Error)
 			if len(d6.Log()) == 0 {
 				t.Fatalf("the DHCPv6 server heard nothing (errors %v): the case tests nothing", d6.Errors())
 			}
 			if c.wrong == "" {
-				if res.Step.Status != report.Applied || before == after {
-					t.Fatalf("good reply: step %+v; before:\n%s\nafter:\n%s", res.Step, before, after)
+				if res.Step.Status != report.Applied || before == after || !routed {
+					t.Fatalf("good reply: step %+v; before:\n%s\nafter (want the advertisement's default route kept):\n%s", res.Step, before, after)
+				}
+				if !strings.Contains(res.Step.Detail["ra_frozen"], "1 routers") {
+					t.Errorf("ra_frozen %q, want the router kept", res.Step.Detail["ra_frozen"])
 				}
 				return
 			}

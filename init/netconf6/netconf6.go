@@ -83,8 +83,14 @@ func Step(o Options) boot.Step {
 	return boot.Step{
 		Name: StepName,
 		Apply: func(ctx context.Context, d boot.Detail) error {
+			if err := limitRA(raConf(o)); err != nil {
+				return err
+			}
 			l, err := apply(ctx, o, d)
 			want = l
+			if err == nil && (o.Mode == Auto || o.Mode == DHCP || o.Mode == SLAAC) {
+				err = TakeRA(o.Interface, raConf(o), d)
+			}
 			return err
 		},
 		Verify: func(ctx context.Context, d boot.Detail) error {
