@@ -167,3 +167,27 @@ func TestRAFlood(t *testing.T) {
 		t.Errorf("ra_refused %q", d)
 	}
 }
+
+// TestRAWrongLength: an advertisement's on-link ::/0 and /8, which the
+// kernel installs as routes that outrank the default route, are removed
+// by the step; the subnet's /64 stays.
+func TestRAWrongLength(t *testing.T) {
+	srv, cli := pair(t)
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Prefix: netip.MustParsePrefix("fd00:78::/64"), Autonomous: true,
+		Every: 200 * time.Millisecond, More: []netip.Prefix{netip.MustParsePrefix("::/0"), netip.MustParsePrefix("fd00::/8")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	res, _ := runChild(t, cli, "slaac", 5*time.Second)
+	if res.Step.Status != report.Applied {
+		t.Fatalf("step %+v (advertiser errors %v)", res.Step, ra.Errors())
+	}
+	_, _, _, _, list := raCounts(t, cli, "v6c")
+	if list != "fd00:78::/64" {
+		t.Errorf("on-link prefixes after the step: %q, want only fd00:78::/64", list)
+	}
+	if d := res.Step.Detail["ra_refused"]; d != "2 on-link prefixes shorter than /16" {
+		t.Errorf("ra_refused %q", d)
+	}
+}
