@@ -83,7 +83,7 @@ func Step(o Options) boot.Step {
 	return boot.Step{
 		Name: StepName,
 		Apply: func(ctx context.Context, d boot.Detail) error {
-			if err := limitRA(raConf(o)); err != nil {
+			if err := limitRA(o); err != nil {
 				return err
 			}
 			l, err := apply(ctx, o, d)

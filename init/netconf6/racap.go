@@ -157,14 +157,22 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 }
 
 // limitRA sets what the kernel takes from advertisements before the step
-// waits for one: no hop limit below minHopLimit. conf is the interface's
-// /proc/sys/net/ipv6/conf directory; without one (no IPv6) it does
-// nothing.
-func limitRA(conf string) error {
-	if _, err := os.Stat(conf); err != nil {
+// waits for one: no hop limit below minHopLimit; and with a static address
+// and gateway, nothing at all (accept_ra=0): the configuration is whole,
+// and an advertisement could only add to it. Without IPv6 on the
+// interface it does nothing.
+func limitRA(o Options) error {
+	conf := raConf(o)
+	if _, err := os.Stat(conf); err != nil || o.Mode == Off {
 		return nil
 	}
-	return setConf(conf, "accept_ra_min_hop_limit", minHopLimit)
+	if err := setConf(conf, "accept_ra_min_hop_limit", minHopLimit); err != nil {
+		return err
+	}
+	if o.Mode == Static && o.Static.Gateway.IsValid() {
+		return setConf(conf, "accept_ra", "0")
+	}
+	return nil
 }
 
 // TakeRA freezes what router advertisements installed on ifname, once

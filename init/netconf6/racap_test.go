@@ -191,3 +191,37 @@ func TestRAWrongLength(t *testing.T) {
 		t.Errorf("ra_refused %q", d)
 	}
 }
+
+// TestStaticIgnoresRA: with a static address and gateway, advertisements
+// (here the subnet's and ten more autonomous prefixes, every 200 ms) add
+// nothing: no route, no address.
+func TestStaticIgnoresRA(t *testing.T) {
+	srv, cli := pair(t)
+	var more []netip.Prefix
+	for i := range 10 {
+		more = append(more, netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0x02, 0, byte(i)}), 64))
+	}
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Prefix: netip.MustParsePrefix("fd00:78::/64"), Autonomous: true,
+		Every: 200 * time.Millisecond, More: more})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	res, _ := runChild(t, cli, "static", 0)
+	if res.Step.Status != report.Applied {
+		t.Fatalf("step %+v", res.Step)
+	}
+	// The advertiser starts once the link has carrier and its
+	// link-local address: wait for ten rounds after the step.
+	for sent, deadline := ra.Sent(), time.Now().Add(10*time.Second); ra.Sent() < sent+10*(1+len(more)/32); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the advertiser sent %d advertisements (errors %v)", ra.Sent(), ra.Errors())
+		}
+	}
+	routers, prefixes, addrs, _, list := raCounts(t, cli, "v6c")
+	// The static gateway's default route, the static /64's prefix
+	// route, the static address.
+	if routers != 1 || prefixes != 1 || list != "fd00:78::/64" || addrs != 1 {
+		t.Errorf("%d default routes, %d prefix routes (%s), %d global addresses; want 1, 1 (fd00:78::/64), 1", routers, prefixes, list, addrs)
+	}
+}
