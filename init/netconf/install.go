@@ -107,84 +107,120 @@ func install(ifname string, c Checked, resolvConf string) (err error) {
 	if err != nil {
 		return fmt.Errorf("link %s: %w", ifname, err)
 	}
-	var u undo
+	in := &installer{link: link}
 	defer func() {
 		if err == nil {
 			return
 		}
-		if rerr := u.run(); rerr != nil {
+		if rerr := in.undo.run(); rerr != nil {
 			err = fmt.Errorf("%w; rolling back: %v", err, rerr)
-		} else if len(u) > 0 {
+		} else if len(in.undo) > 0 {
 			err = fmt.Errorf("%w (rolled back)", err)
 		}
 	}()
-	if old := link.Attrs().MTU; l.MTU != 0 && old != l.MTU {
-		if err := netlink.LinkSetMTU(link, l.MTU); err != nil {
-			return fmt.Errorf("set mtu %d on %s: %w", l.MTU, ifname, err)
+	if err := in.setMTU(l.MTU); err != nil {
+		return err
+	}
+	if err := in.addAddr(l.Addr); err != nil {
+		return err
+	}
+	if err := in.routes(l); err != nil {
+		return err
+	}
+	if resolvConf != "" && len(l.DNS) > 0 {
+		if err := writeResolvConf(resolvConf, l); err != nil {
+			return err
 		}
-		u = append(u, func() error { return netlink.LinkSetMTU(link, old) })
 	}
-	a := &netlink.Addr{
-		IPNet:       PrefixNet(l.Addr),
-		ValidLft:    Forever,
-		PreferedLft: Forever,
+	return nil
+}
+
+// installer changes one link and records how to undo each change.
+type installer struct {
+	link   netlink.Link
+	undo   undo
+	before []netlink.Route // the IPv4 routes before the first route change
+	listed bool            // before is read
+}
+
+func (in *installer) setMTU(mtu int) error {
+	old := in.link.Attrs().MTU
+	if mtu == 0 || mtu == old {
+		return nil
 	}
-	old, err := findAddr(link, l.Addr)
+	if err := netlink.LinkSetMTU(in.link, mtu); err != nil {
+		return fmt.Errorf("set mtu %d on %s: %w", mtu, in.link.Attrs().Name, err)
+	}
+	in.undo = append(in.undo, func() error { return netlink.LinkSetMTU(in.link, old) })
+	return nil
+}
+
+// addAddr puts p on the link with both lifetimes forever.
+func (in *installer) addAddr(p netip.Prefix) error {
+	a := &netlink.Addr{IPNet: PrefixNet(p), ValidLft: Forever, PreferedLft: Forever}
+	old, err := findAddr(in.link, p)
 	if err != nil {
 		return err
 	}
-	if err := netlink.AddrReplace(link, a); err != nil {
-		return fmt.Errorf("add address %s to %s: %w", l.Addr, ifname, err)
+	if err := netlink.AddrReplace(in.link, a); err != nil {
+		return fmt.Errorf("add address %s to %s: %w", p, in.link.Attrs().Name, err)
 	}
 	if old != nil {
-		u = append(u, func() error { return netlink.AddrReplace(link, old) })
+		in.undo = append(in.undo, func() error { return netlink.AddrReplace(in.link, old) })
 	} else {
-		u = append(u, func() error { return netlink.AddrDel(link, a) })
+		in.undo = append(in.undo, func() error { return netlink.AddrDel(in.link, a) })
 	}
-	before, err := netlink.RouteList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		return fmt.Errorf("list routes: %w", err)
-	}
-	replace := func(rt *netlink.Route) error {
-		if err := netlink.RouteReplace(rt); err != nil {
-			return err
+	return nil
+}
+
+// replaceRoute installs rt; undone, the route it replaced comes back.
+func (in *installer) replaceRoute(rt *netlink.Route) error {
+	if !in.listed {
+		var err error
+		if in.before, err = netlink.RouteList(nil, netlink.FAMILY_V4); err != nil {
+			return fmt.Errorf("list routes: %w", err)
 		}
-		if old := sameRoute(before, rt); old != nil {
-			u = append(u, func() error { return netlink.RouteReplace(old) })
-		} else {
-			u = append(u, func() error { return netlink.RouteDel(rt) })
-		}
-		return nil
+		in.listed = true
 	}
-	idx := link.Attrs().Index
+	if err := netlink.RouteReplace(rt); err != nil {
+		return err
+	}
+	if old := sameRoute(in.before, rt); old != nil {
+		in.undo = append(in.undo, func() error { return netlink.RouteReplace(old) })
+	} else {
+		in.undo = append(in.undo, func() error { return netlink.RouteDel(rt) })
+	}
+	return nil
+}
+
+// routes installs the classless routes of l, or else its default route.
+func (in *installer) routes(l Lease) error {
+	ifname, idx := in.link.Attrs().Name, in.link.Attrs().Index
 	if len(l.Routes) > 0 {
 		for _, r := range l.Routes {
 			rt := &netlink.Route{LinkIndex: idx, Dst: r.Dest, Gw: r.Router}
 			if r.Router == nil || r.Router.IsUnspecified() {
 				rt.Gw, rt.Scope = nil, netlink.SCOPE_LINK
 			}
-			if err := replace(rt); err != nil {
+			if err := in.replaceRoute(rt); err != nil {
 				return fmt.Errorf("route %s via %s dev %s: %w", r.Dest, r.Router, ifname, err)
 			}
 		}
-	} else if l.Gateway.IsValid() {
-		gw := net.IP(l.Gateway.AsSlice())
-		if !l.Addr.Masked().Contains(l.Gateway) {
-			// A gateway outside the leased subnet (a /32 lease) needs a
-			// link route to itself first.
-			host := &netlink.Route{LinkIndex: idx, Dst: PrefixNet(netip.PrefixFrom(l.Gateway, 32)), Scope: netlink.SCOPE_LINK}
-			if err := replace(host); err != nil {
-				return fmt.Errorf("route %s dev %s: %w", l.Gateway, ifname, err)
-			}
-		}
-		if err := replace(&netlink.Route{LinkIndex: idx, Gw: gw}); err != nil {
-			return fmt.Errorf("default route via %s dev %s: %w", l.Gateway, ifname, err)
+		return nil
+	}
+	if !l.Gateway.IsValid() {
+		return nil
+	}
+	if !l.Addr.Masked().Contains(l.Gateway) {
+		// A gateway outside the leased subnet (a /32 lease) needs a
+		// link route to itself first.
+		host := &netlink.Route{LinkIndex: idx, Dst: PrefixNet(netip.PrefixFrom(l.Gateway, 32)), Scope: netlink.SCOPE_LINK}
+		if err := in.replaceRoute(host); err != nil {
+			return fmt.Errorf("route %s dev %s: %w", l.Gateway, ifname, err)
 		}
 	}
-	if resolvConf != "" && len(l.DNS) > 0 {
-		if err := writeResolvConf(resolvConf, l); err != nil {
-			return err
-		}
+	if err := in.replaceRoute(&netlink.Route{LinkIndex: idx, Gw: net.IP(l.Gateway.AsSlice())}); err != nil {
+		return fmt.Errorf("default route via %s dev %s: %w", l.Gateway, ifname, err)
 	}
 	return nil
 }

@@ -69,25 +69,7 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 	var s RAState
 	counts := map[string]int{}
 	refuse := func(reason string) { counts[reason]++ }
-	own := map[netip.Prefix]bool{} // prefixes of the addresses kept
-	for _, a := range addrs {
-		p, ok := prefixOf(a.IPNet)
-		if !ok || p.Addr().IsLinkLocalUnicast() {
-			continue
-		}
-		if a.Flags&unix.IFA_F_PERMANENT != 0 {
-			own[p.Masked()] = true
-			continue
-		}
-		if len(s.Addresses) >= MaxRAAddresses {
-			s.dropAddrs = append(s.dropAddrs, a)
-			refuse(fmt.Sprintf("autoconfigured addresses beyond %d", MaxRAAddresses))
-			continue
-		}
-		s.Addresses = append(s.Addresses, p)
-		s.keepAddrs = append(s.keepAddrs, a)
-		own[p.Masked()] = true
-	}
+	own := s.parseAddrs(addrs, refuse)
 	var prefixes []netlink.Route
 	for _, r := range routes {
 		if r.Table != 0 && r.Table != unix.RT_TABLE_MAIN {
@@ -145,6 +127,31 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 	}
 	slices.Sort(s.Refused)
 	return s
+}
+
+// parseAddrs keeps the first MaxRAAddresses autoconfigured addresses and
+// returns the prefixes of the addresses kept, permanent ones included.
+func (s *RAState) parseAddrs(addrs []netlink.Addr, refuse func(string)) map[netip.Prefix]bool {
+	own := map[netip.Prefix]bool{}
+	for _, a := range addrs {
+		p, ok := prefixOf(a.IPNet)
+		if !ok || p.Addr().IsLinkLocalUnicast() {
+			continue
+		}
+		if a.Flags&unix.IFA_F_PERMANENT != 0 {
+			own[p.Masked()] = true
+			continue
+		}
+		if len(s.Addresses) >= MaxRAAddresses {
+			s.dropAddrs = append(s.dropAddrs, a)
+			refuse(fmt.Sprintf("autoconfigured addresses beyond %d", MaxRAAddresses))
+			continue
+		}
+		s.Addresses = append(s.Addresses, p)
+		s.keepAddrs = append(s.keepAddrs, a)
+		own[p.Masked()] = true
+	}
+	return own
 }
 
 func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
