@@ -52,7 +52,8 @@ type RAState struct {
 	Routers   []netip.Addr   // gateways of the default routes kept
 	Prefixes  []netip.Prefix // on-link prefixes kept
 	Addresses []netip.Prefix // autoconfigured addresses kept
-	// Refused says, one entry per reason, what was removed.
+	// Refused says, one entry per reason, how many were removed and
+	// the first of them.
 	Refused []string
 
 	keepRoutes, dropRoutes []netlink.Route
@@ -67,8 +68,12 @@ type RAState struct {
 // routes of kept addresses come first among the prefixes.
 func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 	var s RAState
-	counts := map[string]int{}
-	refuse := func(reason string) { counts[reason]++ }
+	counts, first := map[string]int{}, map[string]string{}
+	refuse := func(reason string, what any) {
+		if counts[reason]++; counts[reason] == 1 {
+			first[reason] = fmt.Sprint(what)
+		}
+	}
 	own := s.parseAddrs(addrs, refuse)
 	var prefixes []netlink.Route
 	for _, r := range routes {
@@ -88,10 +93,10 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 			switch {
 			case !gw.IsLinkLocalUnicast():
 				s.dropRoutes = append(s.dropRoutes, r)
-				refuse("default routes via a router that is not link-local")
+				refuse("default routes via a router that is not link-local", gw)
 			case len(s.Routers) >= MaxRARouters:
 				s.dropRoutes = append(s.dropRoutes, r)
-				refuse(fmt.Sprintf("default routers beyond %d", MaxRARouters))
+				refuse(fmt.Sprintf("default routers beyond %d", MaxRARouters), gw)
 			default:
 				s.Routers = append(s.Routers, gw)
 				s.keepRoutes = append(s.keepRoutes, r)
@@ -101,10 +106,10 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 			// the kernel's own.
 		case dst.Bits() < MinOnLinkBits:
 			s.dropRoutes = append(s.dropRoutes, r)
-			refuse(fmt.Sprintf("on-link prefixes shorter than /%d", MinOnLinkBits))
+			refuse(fmt.Sprintf("on-link prefixes shorter than /%d", MinOnLinkBits), dst)
 		case notUnicast6(dst.Addr()) != "" && !dst.Addr().IsUnspecified() || dst.Addr().IsLinkLocalUnicast():
 			s.dropRoutes = append(s.dropRoutes, r)
-			refuse("on-link prefixes that are not unicast")
+			refuse("on-link prefixes that are not unicast", dst)
 		case own[dst]:
 			s.Prefixes = append(s.Prefixes, dst)
 			s.keepRoutes = append(s.keepRoutes, r)
@@ -115,7 +120,7 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 	for _, r := range prefixes {
 		if len(s.Prefixes) >= MaxRAPrefixes {
 			s.dropRoutes = append(s.dropRoutes, r)
-			refuse(fmt.Sprintf("on-link prefixes beyond %d", MaxRAPrefixes))
+			refuse(fmt.Sprintf("on-link prefixes beyond %d", MaxRAPrefixes), r.Dst)
 			continue
 		}
 		p, _ := prefixOf(r.Dst)
@@ -123,7 +128,7 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 		s.keepRoutes = append(s.keepRoutes, r)
 	}
 	for reason, n := range counts {
-		s.Refused = append(s.Refused, fmt.Sprintf("%d %s", n, reason))
+		s.Refused = append(s.Refused, fmt.Sprintf("%d %s (first %s)", n, reason, first[reason]))
 	}
 	slices.Sort(s.Refused)
 	return s
@@ -131,7 +136,7 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 
 // parseAddrs keeps the first MaxRAAddresses autoconfigured addresses and
 // returns the prefixes of the addresses kept, permanent ones included.
-func (s *RAState) parseAddrs(addrs []netlink.Addr, refuse func(string)) map[netip.Prefix]bool {
+func (s *RAState) parseAddrs(addrs []netlink.Addr, refuse func(string, any)) map[netip.Prefix]bool {
 	own := map[netip.Prefix]bool{}
 	for _, a := range addrs {
 		p, ok := prefixOf(a.IPNet)
@@ -144,7 +149,7 @@ func (s *RAState) parseAddrs(addrs []netlink.Addr, refuse func(string)) map[neti
 		}
 		if len(s.Addresses) >= MaxRAAddresses {
 			s.dropAddrs = append(s.dropAddrs, a)
-			refuse(fmt.Sprintf("autoconfigured addresses beyond %d", MaxRAAddresses))
+			refuse(fmt.Sprintf("autoconfigured addresses beyond %d", MaxRAAddresses), p)
 			continue
 		}
 		s.Addresses = append(s.Addresses, p)
@@ -236,7 +241,7 @@ func TakeRA(ifname, conf string, d boot.Detail) error {
 	if len(s.keepAddrs) > 0 {
 		d["valid_lft"] = "forever (pinned when the advertisements were frozen)"
 	}
-	d["ra_frozen"] = fmt.Sprintf("%d routers, %d prefixes, %d addresses kept", len(s.Routers), len(s.Prefixes), len(s.Addresses))
+	d["ra_frozen"] = fmt.Sprintf("routers %v, prefixes %v, addresses %v kept", s.Routers, s.Prefixes, s.Addresses)
 	if len(s.Refused) > 0 {
 		d["ra_refused"] = strings.Join(s.Refused, "; ")
 	}

@@ -55,8 +55,9 @@ func TestParseRA(t *testing.T) {
 	if got := fmt.Sprint(s.Addresses); got != "[fd00:9::5/64 fd00:a::5/64 fd00:b::5/64 fd00:c::5/64]" {
 		t.Errorf("addresses %s", got)
 	}
-	want := "1 autoconfigured addresses beyond 4; 1 default routers beyond 2; 1 default routes via a router that is not link-local; " +
-		"1 on-link prefixes that are not unicast; 2 on-link prefixes beyond 4; 2 on-link prefixes shorter than /16"
+	want := "1 autoconfigured addresses beyond 4 (first fd00:d::5/64); 1 default routers beyond 2 (first fe80::3); " +
+		"1 default routes via a router that is not link-local (first fd00::1); 1 on-link prefixes that are not unicast (first ::ffff:0.0.0.0/96); " +
+		"2 on-link prefixes beyond 4 (first fd00:4::/64); 2 on-link prefixes shorter than /16 (first ::/0)"
 	if got := strings.Join(s.Refused, "; "); got != want {
 		t.Errorf("refused %q\nwant    %q", got, want)
 	}
@@ -187,7 +188,7 @@ func TestRAWrongLength(t *testing.T) {
 	if list != "fd00:78::/64" {
 		t.Errorf("on-link prefixes after the step: %q, want only fd00:78::/64", list)
 	}
-	if d := res.Step.Detail["ra_refused"]; d != "2 on-link prefixes shorter than /16" {
+	if d := res.Step.Detail["ra_refused"]; d != "2 on-link prefixes shorter than /16 (first ::/0)" && d != "2 on-link prefixes shorter than /16 (first fd00::/8)" {
 		t.Errorf("ra_refused %q", d)
 	}
 }
