@@ -62,8 +62,8 @@ type RAState struct {
 
 // ParseRA sorts the IPv6 routes (main table) and addresses of a link
 // into what RAState keeps and refuses. Kernel routes of its own (the
-// link-local /64, multicast) and routes with a gateway other than the
-// default route are left alone; permanent addresses (DHCPv6, static)
+// link-local /64, multicast, local and anycast routes) and routes with a
+// gateway other than the default route are left alone; permanent addresses (DHCPv6, static)
 // are not the advertisements' and are kept without counting. Prefix
 // routes of kept addresses come first among the prefixes.
 func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
@@ -77,7 +77,10 @@ func ParseRA(routes []netlink.Route, addrs []netlink.Addr) RAState {
 	own := s.parseAddrs(addrs, refuse)
 	var prefixes []netlink.Route
 	for _, r := range routes {
-		if r.Table != 0 && r.Table != unix.RT_TABLE_MAIN {
+		// Only unicast routes of the main table: a kernel built without
+		// IPV6_MULTIPLE_TABLES (the appliance's) keeps its local and
+		// anycast routes for the link's own addresses there too.
+		if r.Table != 0 && r.Table != unix.RT_TABLE_MAIN || r.Type != 0 && r.Type != unix.RTN_UNICAST {
 			continue
 		}
 		dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)

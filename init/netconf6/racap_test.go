@@ -38,6 +38,12 @@ func TestParseRA(t *testing.T) {
 		onlink("::/0"), onlink("2000::/3"), onlink("::ffff:0:0/96"),
 		onlink("fd00:1::/64"), onlink("fd00:2::/64"), onlink("fd00:3::/64"), onlink("fd00:4::/64"), onlink("fd00:5::/64"),
 		onlink("fd00:9::/64"), // the SLAAC address's: kept first
+		// The kernel's local and anycast routes, in the main table
+		// when it has one table (the appliance's kernel, seen in QEMU):
+		// not the advertisements'.
+		{Dst: ipnet("fe80::5/128"), Table: unix.RT_TABLE_MAIN, Type: unix.RTN_LOCAL},
+		{Dst: ipnet("fd00:9::/128"), Table: unix.RT_TABLE_MAIN, Type: unix.RTN_ANYCAST},
+		{Dst: ipnet("fd00:78::2/128"), Table: unix.RT_TABLE_MAIN, Type: unix.RTN_LOCAL},
 	}
 	addrs := []netlink.Addr{
 		{IPNet: ipnet("fe80::5/64")},
