@@ -12,6 +12,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/u-root/u-root/pkg/dhclient"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // fromPacket parses a DHCP acknowledgement into a Checked lease: a lease
@@ -241,18 +242,24 @@ func findAddr(link netlink.Link, p netip.Prefix) (*netlink.Addr, error) {
 }
 
 // sameRoute finds the route of routes that RouteReplace(rt) replaces:
-// the same destination, metric, TOS and table (main when unset).
+// the same destination, metric, TOS, table (main when unset) and type
+// (unicast when unset).
 func sameRoute(routes []netlink.Route, rt *netlink.Route) *netlink.Route {
 	key := func(r *netlink.Route) string {
 		dst := "0.0.0.0/0"
 		if r.Dst != nil {
 			dst = r.Dst.String()
 		}
-		table := r.Table
+		table, typ := r.Table, r.Type
 		if table == 0 {
-			table = 254 // RT_TABLE_MAIN
+			table = unix.RT_TABLE_MAIN
 		}
-		return fmt.Sprint(dst, r.Priority, r.Tos, table)
+		if typ == 0 {
+			typ = unix.RTN_UNICAST
+		}
+		// The type too: a kernel without IP_MULTIPLE_TABLES (the
+		// appliance's) keeps its local and broadcast routes in main.
+		return fmt.Sprint(dst, r.Priority, r.Tos, table, typ)
 	}
 	want := key(rt)
 	for i := range routes {
