@@ -80,6 +80,7 @@ const linkLocalWait = 3 * time.Second
 // Step returns the boot step that configures IPv6 on o.Interface.
 func Step(o Options) boot.Step {
 	var want Lease
+	var frozen bool
 	return boot.Step{
 		Name: StepName,
 		Apply: func(ctx context.Context, d boot.Detail) error {
@@ -89,11 +90,16 @@ func Step(o Options) boot.Step {
 			l, err := apply(ctx, o, d)
 			want = l
 			if err == nil && (o.Mode == Auto || o.Mode == DHCP || o.Mode == SLAAC) {
-				err = TakeRA(o.Interface, raConf(o), d)
+				frozen, err = TakeRA(o.Interface, raConf(o), d)
 			}
 			return err
 		},
 		Verify: func(ctx context.Context, d boot.Detail) error {
+			if frozen {
+				if err := VerifyRA(o.Interface, raConf(o)); err != nil {
+					return err
+				}
+			}
 			return Verify(ctx, o.Interface, want, o.ProcRoot)
 		},
 	}

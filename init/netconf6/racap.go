@@ -194,30 +194,26 @@ func limitRA(o Options) error {
 // the step has what it needs: when the kernel recorded an advertisement,
 // it stops processing them (accept_ra=0 in conf), then parses the link's
 // routes and addresses (ParseRA), removes what is refused and pins what
-// is kept without expiry. d gets what was kept and refused.
-func TakeRA(ifname, conf string, d boot.Detail) error {
+// is kept without expiry. d gets what was kept and refused. frozen says
+// whether there was an advertisement to freeze.
+func TakeRA(ifname, conf string, d boot.Detail) (frozen bool, err error) {
 	link, err := netlink.LinkByName(ifname)
 	if err != nil {
-		return fmt.Errorf("link %s: %w", ifname, err)
+		return false, fmt.Errorf("link %s: %w", ifname, err)
 	}
 	f, err := raFlags(link.Attrs().Index)
 	if err != nil || f&ifRARcvd == 0 {
-		return err // no advertisement: nothing to freeze
+		return false, err // no advertisement: nothing to freeze
 	}
 	// First: no advertisement may change the link between the reading
 	// and the pinning.
 	if err := setConf(conf, "accept_ra", "0"); err != nil {
-		return err
+		return false, err
 	}
-	routes, err := netlink.RouteList(link, netlink.FAMILY_V6)
+	s, err := readRA(link)
 	if err != nil {
-		return fmt.Errorf("list IPv6 routes of %s: %w", ifname, err)
+		return true, err
 	}
-	addrs, err := netlink.AddrList(link, netlink.FAMILY_V6)
-	if err != nil {
-		return fmt.Errorf("list IPv6 addresses of %s: %w", ifname, err)
-	}
-	s := ParseRA(routes, addrs)
 	var errs []string
 	for _, r := range s.dropRoutes {
 		if err := netlink.RouteDel(&r); err != nil {
@@ -249,7 +245,45 @@ func TakeRA(ifname, conf string, d boot.Detail) error {
 		d["ra_refused"] = strings.Join(s.Refused, "; ")
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("freezing the router advertisements' configuration of %s: %s", ifname, strings.Join(errs[:min(len(errs), 3)], "; "))
+		return true, fmt.Errorf("freezing the router advertisements' configuration of %s: %s", ifname, strings.Join(errs[:min(len(errs), 3)], "; "))
+	}
+	return true, nil
+}
+
+// readRA parses the IPv6 routes and addresses of link.
+func readRA(link netlink.Link) (RAState, error) {
+	routes, err := netlink.RouteList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return RAState{}, fmt.Errorf("list IPv6 routes of %s: %w", link.Attrs().Name, err)
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_V6)
+	if err != nil {
+		return RAState{}, fmt.Errorf("list IPv6 addresses of %s: %w", link.Attrs().Name, err)
+	}
+	return ParseRA(routes, addrs), nil
+}
+
+// VerifyRA reads back what TakeRA left: advertisements no longer
+// processed (accept_ra 0 in conf), and nothing on the link that ParseRA
+// would refuse.
+func VerifyRA(ifname, conf string) error {
+	b, err := os.ReadFile(filepath.Join(conf, "accept_ra"))
+	if err != nil {
+		return fmt.Errorf("read accept_ra: %w", err)
+	}
+	if v := strings.TrimSpace(string(b)); v != "0" {
+		return fmt.Errorf("%s: accept_ra is %s, want 0 (advertisements frozen)", ifname, v)
+	}
+	link, err := netlink.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", ifname, err)
+	}
+	s, err := readRA(link)
+	if err != nil {
+		return err
+	}
+	if len(s.Refused) > 0 {
+		return fmt.Errorf("%s: beyond what advertisements may install: %s", ifname, strings.Join(s.Refused, "; "))
 	}
 	return nil
 }
