@@ -17,7 +17,8 @@ import (
 
 // What router advertisements may leave installed on the interface. The
 // kernel processes advertisements itself and bounds none of this: each
-// on-link prefix becomes a route (10,000 prefixes made 10,002 routes),
+// on-link prefix becomes a route (10,000 prefixes made 10,002 routes in
+// the issue; TestRAFlood's 302 make 303 here, and an on-link ::/0 too),
 // each advertising address a default route; only autoconfigured
 // addresses are bounded (max_addresses, 16). So once the step has taken
 // its advertisement, the init stops the kernel taking more (accept_ra=0,
