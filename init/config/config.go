@@ -218,8 +218,8 @@ var netKeys = []Key{
 			}
 			return c.Net.Gateway.String()
 		}},
-	{"net.mtu", "0", "MTU to set; 0 = from the DHCP lease (option 26) or unchanged",
-		intSetter(func(c *Config) *int { return &c.Net.MTU }, 0, 65535),
+	{"net.mtu", "0", "MTU to set, 576-65535; 0 = from the DHCP lease (option 26) or unchanged",
+		setMTU,
 		func(c *Config) string { return strconv.Itoa(c.Net.MTU) }},
 	{"net.dhcp_timeout", "5s", "timeout of one DHCP exchange attempt",
 		durSetter(func(c *Config) *time.Duration { return &c.Net.DHCPTimeout }),

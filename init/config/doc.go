@@ -41,7 +41,8 @@
 //	net.interface              [] primary interface; empty = first non-loopback Ethernet device
 //	net.address                [] static mode: address in CIDR form, e.g. 10.0.0.2/24
 //	net.gateway                [] static mode: default gateway (optional)
-//	net.mtu                    [0] MTU to set; 0 = from the DHCP lease (option 26) or unchanged
+//	net.mtu                    [0] MTU to set, 576-65535; 0 = from the DHCP lease (option 26) or
+//	                              unchanged
 //	net.dhcp_timeout           [5s] timeout of one DHCP exchange attempt
 //	net.dhcp_retries           [5] DHCP attempts before the step fails (then retried in the background)
 //	net.dhcp_backoff_max       [1m0s] cap of the back-off between background DHCP attempts after boot

@@ -24,7 +24,6 @@ package netconf6
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -81,14 +80,26 @@ const linkLocalWait = 3 * time.Second
 // Step returns the boot step that configures IPv6 on o.Interface.
 func Step(o Options) boot.Step {
 	var want Lease
+	var frozen bool
 	return boot.Step{
 		Name: StepName,
 		Apply: func(ctx context.Context, d boot.Detail) error {
+			if err := limitRA(o); err != nil {
+				return err
+			}
 			l, err := apply(ctx, o, d)
 			want = l
+			if err == nil && (o.Mode == Auto || o.Mode == DHCP || o.Mode == SLAAC) {
+				frozen, err = TakeRA(o.Interface, raConf(o), d)
+			}
 			return err
 		},
 		Verify: func(ctx context.Context, d boot.Detail) error {
+			if frozen {
+				if err := VerifyRA(o.Interface, raConf(o)); err != nil {
+					return err
+				}
+			}
 			return Verify(ctx, o.Interface, want, o.ProcRoot)
 		},
 	}
@@ -230,37 +241,6 @@ func describe(d boot.Detail, l Lease) {
 		}
 		d["dns"] = strings.Join(s, ",")
 	}
-}
-
-// Install puts l's address on ifname with valid and preferred lifetime
-// forever, without duplicate address detection (the address is the
-// network's assignment, and DAD would hold it unusable for a second), and
-// l.Gateway's default route when it has one.
-func Install(ifname string, l Lease) error {
-	if !l.Addr.IsValid() {
-		return errors.New("no IPv6 address to install")
-	}
-	link, err := netconf.LinkUp(ifname)
-	if err != nil {
-		return err
-	}
-	a := &netlink.Addr{
-		IPNet:       netconf.PrefixNet(l.Addr),
-		ValidLft:    netconf.Forever,
-		PreferedLft: netconf.Forever,
-		Flags:       unix.IFA_F_NODAD,
-	}
-	if err := netlink.AddrReplace(link, a); err != nil {
-		return fmt.Errorf("add address %s to %s: %w", l.Addr, ifname, err)
-	}
-	if l.Gateway.IsValid() {
-		rt := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: net.IP(l.Gateway.AsSlice()),
-			Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}}
-		if err := netlink.RouteReplace(rt); err != nil {
-			return fmt.Errorf("IPv6 default route via %s dev %s: %w", l.Gateway, ifname, err)
-		}
-	}
-	return nil
 }
 
 // Verify checks that l is installed on ifname (the address with both

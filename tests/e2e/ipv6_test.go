@@ -62,6 +62,13 @@ func TestIPv6DualStack(t *testing.T) {
 			d["valid_lft"] != "forever" || d["exchange"] != "solicit,advertise,request,reply" {
 			t.Errorf("net-ipv6: %+v", s6)
 		}
+		// The advertisement's configuration is frozen (init/netconf6
+		// racap.go): the router and the /64 kept, nothing of a benign
+		// advertisement refused (the kernel's own local routes are
+		// not the advertisement's).
+		if !strings.HasPrefix(d["ra_frozen"], "routers [fe80::") || !strings.Contains(d["ra_frozen"], vm.Prefix6) || d["ra_refused"] != "" {
+			t.Errorf("net-ipv6: ra_frozen %q, ra_refused %q", d["ra_frozen"], d["ra_refused"])
+		}
 		t.Logf("net-ipv6 %v (router advertisements sent %d, solicitations %d)", d, ra.Sent(), ra.Solicitations())
 	})
 	t.Run("both-families", func(t *testing.T) {

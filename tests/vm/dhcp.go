@@ -22,6 +22,9 @@ type DHCPConfig struct {
 	Router   net.IP     // default gateway; nil: none
 	Lease    time.Duration
 	MTU      uint16 // interface MTU option; 0: not sent
+	// Extra options go into offers and acknowledgements after the
+	// above (replacing one of the same code): a test's hostile lease.
+	Extra []dhcpv4.Option
 }
 
 // Message records one request the server received: the lease log a test
@@ -161,6 +164,9 @@ func (s *DHCPServer) handle(conn net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4
 		}
 		if s.cfg.MTU != 0 {
 			mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionInterfaceMTU, binary.BigEndian.AppendUint16(nil, s.cfg.MTU)))
+		}
+		for _, o := range s.cfg.Extra {
+			mods = append(mods, dhcpv4.WithOption(o))
 		}
 	}
 	resp, err := dhcpv4.NewReplyFromRequest(m, mods...)

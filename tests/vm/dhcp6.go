@@ -21,6 +21,9 @@ type DHCP6Config struct {
 	ClientIP netip.Addr // the address offered
 	Valid    time.Duration
 	DNS      []netip.Addr
+	// Edit, when set, changes each advertisement and reply before it is
+	// sent: a test's hostile server.
+	Edit func(*dhcpv6.Message)
 }
 
 // Message6 records one DHCPv6 message the server received: the lease log
@@ -136,6 +139,9 @@ func (s *DHCP6Server) handle(conn net.PacketConn, peer net.Addr, d dhcpv6.DHCPv6
 	if err != nil {
 		s.fail(fmt.Errorf("dhcpv6: answer %s: %w", m.MessageType, err))
 		return
+	}
+	if s.cfg.Edit != nil {
+		s.cfg.Edit(resp)
 	}
 	if _, err := conn.WriteTo(resp.ToBytes(), peer); err != nil && !errors.Is(err, net.ErrClosed) {
 		s.fail(fmt.Errorf("dhcpv6: send to %s: %w", peer, err))

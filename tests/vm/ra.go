@@ -31,6 +31,11 @@ type RAConfig struct {
 	// Every is the interval of unsolicited advertisements (default 1s);
 	// router solicitations are answered at once.
 	Every time.Duration
+	// More are further on-link prefixes (autonomous as Prefix is),
+	// announced 32 to an advertisement (with router lifetime 0) after
+	// the first each round: a flood, for tests of what advertisements
+	// may install.
+	More []netip.Prefix
 }
 
 // RouterAdvertiser sends router advertisements (mdlayher/ndp) on a tap
@@ -121,17 +126,19 @@ func (r *RouterAdvertiser) run(n *Netns) {
 	if err := c.JoinGroup(netip.MustParseAddr("ff02::2")); err != nil {
 		r.fail(fmt.Errorf("router advertiser: join ff02::2: %w", err))
 	}
-	ra := r.message(mac)
+	ras := r.messages(mac)
 	solicited := make(chan struct{}, 1)
 	r.wg.Add(1)
 	go r.listen(c, solicited)
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
 	for {
-		if err := c.WriteTo(ra, nil, netip.IPv6LinkLocalAllNodes()); err != nil {
-			r.fail(fmt.Errorf("router advertisement: %w", err))
-		} else {
-			r.sent.Add(1)
+		for _, ra := range ras {
+			if err := c.WriteTo(ra, nil, netip.IPv6LinkLocalAllNodes()); err != nil {
+				r.fail(fmt.Errorf("router advertisement: %w", err))
+			} else {
+				r.sent.Add(1)
+			}
 		}
 		select {
 		case <-r.stop:
@@ -167,6 +174,27 @@ func (r *RouterAdvertiser) listen(c *ndp.Conn, solicited chan<- struct{}) {
 			}
 		}
 	}
+}
+
+// messages are the advertisement and, for cfg.More, the further ones.
+func (r *RouterAdvertiser) messages(mac net.HardwareAddr) []*ndp.RouterAdvertisement {
+	ras := []*ndp.RouterAdvertisement{r.message(mac)}
+	for more := r.cfg.More; len(more) > 0; {
+		n := min(32, len(more))
+		m := r.message(mac)
+		m.Options = m.Options[1:] // the link-layer address and the MTU
+		// Not a default router: the kernel processes the prefixes of
+		// such an advertisement whatever it holds as default route.
+		m.RouterLifetime = 0
+		for _, p := range more[:n] {
+			m.Options = append(m.Options, &ndp.PrefixInformation{PrefixLength: uint8(p.Bits()), OnLink: true,
+				AutonomousAddressConfiguration: r.cfg.Autonomous, ValidLifetime: 24 * time.Hour,
+				PreferredLifetime: 24 * time.Hour, Prefix: p.Masked().Addr()})
+		}
+		ras = append(ras, m)
+		more = more[n:]
+	}
+	return ras
 }
 
 func (r *RouterAdvertiser) message(mac net.HardwareAddr) *ndp.RouterAdvertisement {
