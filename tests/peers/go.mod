@@ -8,7 +8,15 @@ require (
 )
 
 require (
+	github.com/goccy/go-json v0.12.0
+	github.com/hotpath-dev/hotpath v0.0.0
+	github.com/json-iterator/go v1.1.12
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180228061459-e0a39a4cb421 // indirect
+	github.com/modern-go/reflect2 v1.0.2 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fastjson v1.6.10
 )
+
+replace github.com/hotpath-dev/hotpath => ../..
