@@ -3,9 +3,12 @@ module github.com/hotpath-dev/hotpath/tests/peers
 go 1.26.0
 
 require (
+	github.com/fasthttp/router v1.5.4
 	github.com/valyala/fasthttp v1.78.0
 	golang.org/x/sys v0.50.0
 )
+
+require github.com/savsgio/gotils v0.0.0-20240704082632-aef3928b8a38 // indirect
 
 require (
 	github.com/goccy/go-json v0.12.0
