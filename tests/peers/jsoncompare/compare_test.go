@@ -11,7 +11,6 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/hotpath-dev/hotpath/server/jsondec"
-
 )
 
 // scoreBody is a /v1/score request as the example API takes it: ten
