@@ -124,6 +124,26 @@ type Config struct {
 
 	ServerName string    // the Server header; "" is "hotpath"
 	Log        io.Writer // the ready line and errors; nil is os.Stderr
+
+	// ErrorHandler renders every response the server makes on its own,
+	// so that an API answers in one format: 404 and 405 (no route; the
+	// 405 already carries its Allow header), 500 (a handler panicked),
+	// and the refusals made before or without a route: 400, 413, 414,
+	// 431, 501, 505 (the request cannot be taken), 408 (not received in
+	// time), 503 (memory budget or connection cap). 504 is reserved for
+	// deferred responses. msg is the default response's text (without
+	// its newline), e.g. "not found" or "header fields too large".
+	//
+	// It runs on the worker, like a handler, with c.Status() == code;
+	// it writes the body and headers with c's methods (WriteJSON, Write,
+	// SetContentType, AddHeader). It cannot change the status, nor keep
+	// open a connection the server closes (everything but 404 and 405).
+	// Before or without a parsed request (408, 503, 431 and the other
+	// refusals, which carry what was parsed, if anything), c's request
+	// methods may return nil; RemoteAddr always works. When it panics,
+	// or writes more than MaxErrorResponse bytes, the default response is
+	// sent and the reason logged. nil: text/plain, msg and a newline.
+	ErrorHandler ErrorHandler
 }
 
 // DefaultSendBuf is the default SO_SNDBUF: what a connection whose peer

@@ -2,6 +2,9 @@ package server
 
 import (
 	"fmt"
+	"net/netip"
+
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -31,6 +34,8 @@ type conn struct {
 	closeAfter bool // close once pending output is sent
 	sent100    bool // 100 Continue sent for the request being read
 	queued     bool // in w.ready: requests left over from a turn cut short
+
+	remote netip.AddrPort // the peer, from accept4 (Ctx.RemoteAddr)
 
 	lastActive int64 // w.now (monotonic) of the last read or write
 	reqStart   int64 // when the request being read began; 0 when none
@@ -98,7 +103,8 @@ func (w *worker) acceptOne() (c *conn, more bool) {
 	if w.lfd < 0 || w.acceptPaused {
 		return nil, false // closed by a drain, or paused, earlier in this batch
 	}
-	fd, err := accept4(w.lfd)
+	w.salen = uint32(unsafe.Sizeof(w.sa))
+	fd, err := accept4(w.lfd, &w.sa, &w.salen)
 	switch err {
 	case 0:
 	case unix.EAGAIN, unix.EINTR, unix.ECONNABORTED:
@@ -122,6 +128,8 @@ func (w *worker) acceptOne() (c *conn, more bool) {
 	if w.nconns < limit {
 		return w.addConn(fd, true), true
 	}
+	// The ErrorHandler's 503 for a refused connection, when there is
+	// one; beyond lingerOverflow the fixed one below, without one.
 	// Refuse clearly rather than leave the client in the queue, and
 	// linger like every other final response: closing a socket with
 	// unread input resets it, and the reset can destroy the 503.
@@ -132,7 +140,11 @@ func (w *worker) acceptOne() (c *conn, more bool) {
 	}
 	if c := w.addConn(fd, false); c != nil {
 		c.closeAfter = true
-		w.send(c, overloadResponse)
+		resp := overloadResponse
+		if w.srv.cfg.ErrorHandler != nil {
+			resp = w.appendError(w.discard[:0], c, 503, "server busy: too many connections", false, false)
+		}
+		w.send(c, resp)
 	}
 	return nil, true
 }
@@ -163,6 +175,7 @@ func (w *worker) addConn(fd int, withBuffer bool) *conn {
 	c.slot = slot
 	c.gen++
 	c.state = stateOpen
+	c.remote = sockaddrAddrPort(&w.sa)
 	if withBuffer {
 		c.in = w.bud.getIn()
 	}
@@ -208,4 +221,26 @@ func (w *worker) setEvents(c *conn, events uint32) bool {
 		return false
 	}
 	return true
+}
+
+// sockaddrAddrPort converts the address accept4 wrote: IPv4-mapped IPv6
+// addresses (IPv4 clients of a dual-stack listener) become IPv4. A
+// link-local IPv6 address loses its zone: naming it would need the
+// interface's name (a system call and an allocation per connection).
+func sockaddrAddrPort(sa *unix.RawSockaddrAny) netip.AddrPort {
+	switch sa.Addr.Family {
+	case unix.AF_INET:
+		p := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(p.Addr), networkPort(p.Port))
+	case unix.AF_INET6:
+		p := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom16(p.Addr).Unmap(), networkPort(p.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// networkPort reads a port stored in network byte order.
+func networkPort(p uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(&p))
+	return uint16(b[0])<<8 | uint16(b[1])
 }

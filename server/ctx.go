@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -31,6 +32,10 @@ type Ctx struct {
 	headers     [maxRespHeaders][2]string
 	nheaders    int
 	closeConn   bool
+
+	leaf  *leaf                // the matched route; nil for the server's own responses
+	vals  [maxWildcards][]byte // the wildcards' values, in leaf.pat.names order
+	value any                  // SetValue's
 }
 
 // Method returns the request method.
@@ -41,6 +46,48 @@ func (c *Ctx) Path() []byte { return c.req.Path }
 
 // Query returns the raw query string (after '?'), or nil.
 func (c *Ctx) Query() []byte { return c.req.Query }
+
+// PathValue returns the value of the wildcard name in the matched pattern
+// ("/v1/items/{id}": PathValue("id")), or nil when the pattern has no such
+// wildcard. The value is percent-decoded (a '+' stays a '+', as in a
+// path). It is a slice of the request (or of the worker's scratch space
+// when the segment held an escape): valid until the handler returns.
+func (c *Ctx) PathValue(name string) []byte {
+	if c.leaf == nil {
+		return nil
+	}
+	for i, n := range c.leaf.pat.names {
+		if n == name {
+			return c.vals[i]
+		}
+	}
+	return nil
+}
+
+// Pattern returns the pattern of the matched route as registered, method
+// first ("GET /v1/items/{id}"; just the path for a route registered for
+// every method): a label for per-route metrics that cannot grow with the
+// paths clients send. It is "" in Config.ErrorHandler for a request no
+// route took (404, 405, and errors before routing).
+func (c *Ctx) Pattern() string {
+	if c.leaf == nil {
+		return ""
+	}
+	return c.leaf.pat.label
+}
+
+// QueryValue returns the first value of the query parameter name, and
+// whether the query has it (a "name" without '=' has the value ""). Names
+// and values are decoded as net/url.ParseQuery decodes them: '+' is a
+// space, %XX a byte; a pair holding a ';' or a bad escape is skipped, as
+// ParseQuery skips it (the request parser refuses a target with a bad
+// escape with 400 anyway). A value that needs decoding is decoded into the
+// worker's scratch space, which the next request reuses: the slice is
+// valid until the handler returns. It does not allocate; each call scans
+// the query, which is short.
+func (c *Ctx) QueryValue(name string) ([]byte, bool) {
+	return queryValue(c.req.Query, name, &c.w.scratch)
+}
 
 // Header returns the first request header named name (case-insensitive).
 func (c *Ctx) Header(name string) []byte { return c.req.Header(name) }
@@ -88,6 +135,31 @@ func reservedHeader(name string) bool {
 	}
 	return false
 }
+
+// Status returns the response status the handler set, 200 if it set
+// none: what a middleware wrapping it reads after calling it.
+func (c *Ctx) Status() int { return c.status }
+
+// ResponseLen returns the length of the response body so far (what is
+// sent; for HEAD, the Content-Length of the body that is not).
+func (c *Ctx) ResponseLen() int { return len(c.w.body) }
+
+// RemoteAddr returns the client's address and port, as accept4 gave them
+// when the connection was accepted (no system call per request). An
+// IPv4 client of a dual-stack listener is shown as IPv4 (not
+// ::ffff:a.b.c.d); an IPv6 link-local address carries no zone.
+func (c *Ctx) RemoteAddr() netip.AddrPort { return c.c.remote }
+
+// Value returns what SetValue stored for this request; nil at the start of
+// every request. It is how a middleware hands something to the handler it
+// wraps (or the handler back to the middleware), like a value in
+// net/http's Request.Context.
+func (c *Ctx) Value() any { return c.value }
+
+// SetValue stores v for this request. Storing a pointer (or a small
+// scalar) does not allocate; a struct or string converted to an interface
+// does: keep per-worker state behind a pointer.
+func (c *Ctx) SetValue(v any) { c.value = v }
 
 // Close makes the server close the connection after this response.
 func (c *Ctx) Close() { c.closeConn = true }
@@ -165,26 +237,29 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	c.closeConn = !c.req.KeepAlive || w.draining
 	w.body = w.body[:0]
 
-	r := w.route
-	if r == nil || string(c.req.Path) != r.path {
-		if r = w.srv.routes[string(c.req.Path)]; r != nil {
-			w.route = r
-		}
+	w.scratch = w.scratch[:0]
+	if c.value != nil {
+		c.value = nil // a load rather than a store with its write barrier check
 	}
-	var h Handler
-	if r != nil {
-		h = r.lookup(c.req.Method)
+
+	// The fast path, inline: the exact route of the previous request
+	// (pipelines repeat one path). findRoute does the rest.
+	var l *leaf
+	if r := w.route; r != nil && string(c.req.Path) == r.path {
+		l = r.lookup(c.req.Method)
 	}
-	switch {
-	case h != nil:
-		w.inHandler = true // a panic in h is recovered in respond
-		h(c)
+	if l == nil {
+		l = w.findRoute(c)
+	}
+	if c.leaf != l {
+		c.leaf = l
+	}
+	if l != nil {
+		w.inHandler = true // a panic in l.h is recovered in respond
+		l.h(c)
 		w.inHandler = false
-	case r != nil:
-		c.Error(405, "method not allowed\n")
-		c.AddHeader("Allow", r.allow)
-	default:
-		c.Error(404, "not found\n")
+	} else {
+		w.notRouted(c)
 	}
 	if c.status < 200 || c.status > 599 {
 		// 1xx cannot be a final response; anything else is not a status.
@@ -196,6 +271,37 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	out = w.appendResponse(out, c, string(c.req.Method) == "HEAD")
 	w.bodyHigh = max(w.bodyHigh, len(w.body))
 	return out
+}
+
+// findRoute returns the route of the request in c, or nil, when the
+// route of the previous request (serve's fast path) is not it. A request
+// for an exact path registered for its method costs one map lookup; the
+// tree is searched only for the other requests.
+func (w *worker) findRoute(c *Ctx) *leaf {
+	rt := &w.srv.routes
+	r := rt.exact[string(c.req.Path)]
+	if r != nil {
+		w.route = r
+		if l := r.lookup(c.req.Method); l != nil {
+			return l
+		}
+	} else if len(rt.wild) == 0 {
+		return nil // nothing else could match
+	}
+	return rt.find(c.req.Method, c.req.Path, &c.vals, &w.scratch)
+}
+
+// notRouted answers a request no route takes: 405 with Allow when routes
+// of other methods match its path, else 404.
+func (w *worker) notRouted(c *Ctx) {
+	w.allow = w.srv.routes.appendAllow(w.allow[:0], c.req.Path, &c.vals, &w.scratch)
+	if len(w.allow) == 0 {
+		w.serverError(c, 404, "not found")
+		return
+	}
+	// The worker's own buffer, rewritten only by the next 405.
+	c.AddHeader("Allow", unsafe.String(unsafe.SliceData(w.allow), len(w.allow)))
+	w.serverError(c, 405, "method not allowed")
 }
 
 // handlerPanicked answers the request whose handler panicked (p) with
@@ -210,26 +316,10 @@ func (w *worker) handlerPanicked(out []byte, cn *conn, p any) []byte {
 	c.status = 500
 	c.nheaders = 0
 	c.closeConn = true
-	c.contentType = "text/plain"
-	w.body = append(w.body[:0], "internal server error\n"...)
 	w.logPanic(p)
+	w.serverError(c, 500, "internal server error")
 	cn.closeAfter = true
 	return w.appendResponse(out, c, string(c.req.Method) == "HEAD")
-}
-
-func (w *worker) logPanic(p any) {
-	w.srv.cfg.Log.Write([]byte("hotpath: handler panic: " + panicString(p) + "\n"))
-}
-
-func panicString(p any) string {
-	switch v := p.(type) {
-	case error:
-		return v.Error()
-	case string:
-		return v
-	default:
-		return "non-error value"
-	}
 }
 
 // jsonType is the Content-Type of WriteJSON's responses.
@@ -296,21 +386,4 @@ func (w *worker) appendResponse(out []byte, c *Ctx, head bool) []byte {
 		out = append(out, w.body...)
 	}
 	return out
-}
-
-// appendError appends the response to a request that could not be parsed
-// or served; the connection closes after it. The answer to HEAD carries the
-// length of the body it does not send.
-func (w *worker) appendError(out []byte, status int, reason string, head bool) []byte {
-	out = appendStatusLine(out, status)
-	out = append(out, w.srv.serverHeader...)
-	out = append(out, w.date...)
-	out = append(out, "Content-Type: text/plain\r\nContent-Length: "...)
-	out = strconv.AppendInt(out, int64(len(reason)+1), 10)
-	out = append(out, "\r\nConnection: close\r\n\r\n"...)
-	if head {
-		return out
-	}
-	out = append(out, reason...)
-	return append(out, '\n')
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/hotpath-dev/hotpath/server"
 	"github.com/hotpath-dev/hotpath/server/jsonenc"
@@ -60,4 +62,99 @@ func Example() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"), string(body))
 	// Output: 200 application/json {"hello":"world","count":3}
+}
+
+// routeStats counts the requests of one route and the bytes it answered.
+// One per route, made at registration: a middleware keeps its state per
+// route, never per request, so that it allocates nothing.
+type routeStats struct {
+	requests, errors, bytes atomic.Int64
+}
+
+// withStats is a middleware: a Handler that wraps a Handler. It reads
+// what the handler set (Status, ResponseLen) after calling it. The
+// counters are atomics because every worker runs the same handler: a
+// real one would keep them per worker (Ctx.WorkerCPU) to share no cache
+// line between CPUs.
+func withStats(st *routeStats, h server.Handler) server.Handler {
+	return func(c *server.Ctx) {
+		h(c)
+		st.requests.Add(1)
+		st.bytes.Add(int64(c.ResponseLen()))
+		if c.Status() >= 400 {
+			st.errors.Add(1)
+		}
+	}
+}
+
+// item is what GET /v1/items/{id} answers.
+type item struct {
+	ID    []byte
+	Limit int64
+}
+
+func (it item) AppendJSON(dst []byte) []byte {
+	e := jsonenc.NewEncoder(dst)
+	e.BeginObject()
+	e.Key("id")
+	e.StringBytes(it.ID)
+	e.Key("limit")
+	e.Int(it.Limit)
+	e.EndObject()
+	return e.Bytes()
+}
+
+// An API: a route with a parameter and a query value, a route with a
+// lower body limit, errors in JSON, and a middleware that counts per
+// route.
+func Example_api() {
+	cfg := server.DefaultConfig()
+	cfg.Addr, cfg.Port = "127.0.0.1", 0
+	cfg.Log = io.Discard
+	// Every response the server makes on its own (404, 405, 413, ...) in
+	// the API's format.
+	cfg.ErrorHandler = func(c *server.Ctx, code int, msg string) {
+		c.SetContentType("application/json")
+		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), `{"error":%q}`, msg))
+	}
+	s := server.New(cfg)
+
+	var items routeStats
+	s.Handle("GET", "/v1/items/{id}", withStats(&items, func(c *server.Ctx) {
+		limit := int64(10)
+		if v, ok := c.QueryValue("limit"); ok {
+			limit, _ = strconv.ParseInt(string(v), 10, 64)
+		}
+		server.WriteJSON(c, item{ID: c.PathValue("id"), Limit: limit})
+	}))
+	s.HandleWith("POST", "/v1/score", server.RouteOptions{MaxBodyBytes: 4 << 10}, func(c *server.Ctx) {
+		c.SetResponseBody(strconv.AppendInt(c.ResponseBody(), int64(len(c.Body())), 10))
+	})
+	if err := s.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Shutdown(context.Background())
+
+	base := "http://127.0.0.1:" + strconv.Itoa(s.Port())
+	show := func(resp *http.Response, err error) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, string(body))
+	}
+	show(http.Get(base + "/v1/items/sku-42?limit=3"))
+	show(http.Get(base + "/v1/items/sku%2042"))
+	show(http.Get(base + "/v1/nothing"))
+	show(http.Post(base+"/v1/score", "application/json", strings.NewReader(strings.Repeat(" ", 5<<10))))
+	fmt.Println("items:", items.requests.Load(), "requests,", items.bytes.Load(), "bytes")
+	// Output:
+	// 200 {"id":"sku-42","limit":3}
+	// 200 {"id":"sku 42","limit":10}
+	// 404 {"error":"not found"}
+	// 413 {"error":"request body too large"}
+	// items: 2 requests, 51 bytes
 }

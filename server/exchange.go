@@ -42,7 +42,7 @@ func (w *worker) read(c *conn) {
 	if len(c.in) == cap(c.in) {
 		// respond grows the buffer for any request Parse can accept,
 		// so a full buffer is a request beyond every limit.
-		out := w.appendError(w.out[:0], 413, "request too large", false)
+		out := w.appendError(w.out[:0], c, 413, "request too large", false, false)
 		c.closeAfter = true
 		w.out = out
 		w.send(c, out)
@@ -109,14 +109,28 @@ func (w *worker) respond(c *conn) (out []byte) {
 		n, err := http1.ParseResume(c.in[p:], req, w.limits, &c.chunk)
 		if err == http1.ErrIncomplete {
 			if req.HeaderLen > 0 {
-				out, p, bigFront = w.awaitBody(c, req, out, p)
+				lim := w.bodyLimit(req)
+				if req.ContentLength > lim {
+					// The route's lower limit, before any of the body
+					// is buffered.
+					out = w.appendError(out, c, 413, http1.ErrBodyTooLarge.Reason, string(req.Method) == "HEAD", true)
+					c.closeAfter = true
+					p = len(c.in)
+					break
+				}
+				out, p, bigFront = w.awaitBody(c, req, out, p, lim)
 			}
 			break
 		}
 		c.chunk.Reset()
+		if len(req.Body) > 0 && err == nil && int64(len(req.Body)) > w.bodyLimit(req) {
+			// A route's lower limit (a chunked body, or one that
+			// arrived with its head).
+			err = http1.ErrBodyTooLarge
+		}
 		if err != nil {
 			perr, _ := err.(*http1.Error)
-			out = w.appendError(out, perr.Status, perr.Reason, string(req.Method) == "HEAD")
+			out = w.appendError(out, c, perr.Status, perr.Reason, string(req.Method) == "HEAD", true)
 			c.closeAfter = true
 			p = len(c.in)
 			break
@@ -169,17 +183,17 @@ func (w *worker) respond(c *conn) (out []byte) {
 // It returns out with what to answer now (100 Continue, or the 503), the
 // position of the request in c.in, and whether that request needs a
 // buffer larger than the default.
-func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int) ([]byte, int, bool) {
+func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int, maxBody int64) ([]byte, int, bool) {
 	// growIn may drop another connection's grown buffer, and w.ctx.req
 	// with it (putIn): read the request first.
 	need, chunked, expect := req.HeaderLen+int(req.ContentLength), req.Chunked, req.Expect100
 	head := string(req.Method) == "HEAD"
 	if chunked {
-		need = w.limits.MaxRequestBytes()
+		need = http1.Limits{MaxHeaderBytes: w.limits.MaxHeaderBytes, MaxBodyBytes: maxBody}.MaxRequestBytes()
 	}
 	if p == 0 && len(c.in) == cap(c.in) && need > cap(c.in) {
 		if !w.growIn(c, min(4*cap(c.in), need)) {
-			out = w.appendError(out, 503, "server busy: memory budget exhausted", head)
+			out = w.appendError(out, c, 503, "server busy: memory budget exhausted", head, true)
 			c.closeAfter = true
 			return out, len(c.in), false
 		}
@@ -189,6 +203,21 @@ func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int) ([]by
 		out = append(out, "HTTP/1.1 100 Continue\r\n\r\n"...)
 	}
 	return out, p, chunked || need > w.srv.cfg.ReadBufferSize
+}
+
+// bodyLimit returns the body limit of the route req goes to: the server's,
+// unless some route lowers it (RouteOptions.MaxBodyBytes) and req's does.
+// Only then is a request routed before it is complete (and again when it
+// is served): a server without such routes pays nothing.
+func (w *worker) bodyLimit(req *http1.Request) int64 {
+	rt := &w.srv.routes
+	if !rt.lowLimits {
+		return w.limits.MaxBodyBytes
+	}
+	if l := rt.find(req.Method, req.Path, &w.ctx.vals, &w.scratch); l != nil && l.maxBody > 0 {
+		return l.maxBody
+	}
+	return w.limits.MaxBodyBytes
 }
 
 // putIn gives an input buffer back to the budget. The last parsed
@@ -250,7 +279,7 @@ func (w *worker) evict(v *conn) {
 	}
 	v.closeAfter = true
 	// Built in the discard buffer: w.out holds the responses being built.
-	msg := w.appendError(w.discard[:0], 503, "server busy: memory budget shared", false)
+	msg := w.appendError(w.discard[:0], v, 503, "server busy: memory budget shared", false, false)
 	w.send(v, msg)
 }
 

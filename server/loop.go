@@ -72,7 +72,7 @@ func (w *worker) waitTimeout() int {
 		// Nothing else may ever wake a worker with no connections.
 		return int(acceptRetry / time.Millisecond)
 	case w.nconns == 0 && !w.draining && len(w.bud.free) == 0 &&
-		cap(w.out) <= initialOutSize && cap(w.body) <= maxKeptBodySize:
+		cap(w.out) <= initialOutSize && cap(w.body) <= maxKeptBodySize && cap(w.scratch) <= maxKeptBodySize:
 		return -1 // nothing can time out or shrink; sleep until an event
 	}
 	return int(scanInterval / time.Millisecond)
@@ -173,6 +173,9 @@ func (w *worker) shrinkBuffers() {
 	if cap(w.body) > maxKeptBodySize && w.bodyHigh <= maxKeptBodySize {
 		w.body = make([]byte, 0, initialBodySize)
 	}
+	if cap(w.scratch) > maxKeptBodySize {
+		w.scratch = make([]byte, 0, initialScratchSize)
+	}
 	w.outHigh, w.bodyHigh = 0, 0
 }
 
@@ -233,7 +236,7 @@ func (w *worker) expire(c *conn) bool {
 		if w.now-c.reqStart <= int64(cfg.HeaderTimeout) {
 			return false
 		}
-		out := w.appendError(w.out[:0], 408, "request not received in time", false)
+		out := w.appendError(w.out[:0], c, 408, "request not received in time", false, false)
 		c.closeAfter = true
 		w.out = out
 		w.send(c, out)

@@ -13,6 +13,20 @@
 // one recv goes out in one send (one turn of the connection: see
 // Config.MaxRequestsPerTurn).
 //
+// Routes are patterns with net/http's ServeMux path rules (see
+// Server.Handle): "/v1/items/{id}" and Ctx.PathValue, without allocating.
+// Query values come decoded (Ctx.QueryValue), the client's address with
+// each request (Ctx.RemoteAddr). Every response the server makes on its
+// own (404, 405, 413, 500 after a handler's panic, ...) goes through one
+// hook, Config.ErrorHandler, so that an API answers in one format. A
+// middleware is a Handler that wraps a Handler: it reads what the handler
+// did with Ctx.Status and Ctx.ResponseLen, and passes values with
+// Ctx.SetValue (see Example_api).
+//
+// A handler that panics is answered 500 (through the ErrorHandler), its
+// connection is closed after the responses before it, and the panic is
+// logged with the first frames of its stack; the worker goes on.
+//
 // What clients can make a worker hold is bounded by Config.MemoryBudget,
 // whose documentation states the bound; MemoryInUse reports it.
 //
@@ -28,7 +42,6 @@ import (
 	"net/netip"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,38 +55,10 @@ import (
 // Ctx and every slice it returns are valid only until the handler returns.
 type Handler func(*Ctx)
 
-type route struct {
-	path     string
-	methods  []string
-	handlers []Handler
-	any      Handler // registered for every method
-	allow    string  // the Allow header for 405
-}
-
-func (r *route) lookup(method []byte) Handler {
-	for i, m := range r.methods {
-		if string(method) == m {
-			return r.handlers[i]
-		}
-	}
-	if r.any != nil {
-		return r.any
-	}
-	if string(method) == "HEAD" {
-		// A GET handler answers HEAD; the body is dropped, its length kept.
-		for i, m := range r.methods {
-			if m == "GET" {
-				return r.handlers[i]
-			}
-		}
-	}
-	return nil
-}
-
 // Server is a set of pinned workers serving the registered handlers.
 type Server struct {
 	cfg          Config
-	routes       map[string]*route
+	routes       router
 	serverHeader string // "Server: name\r\n"
 
 	cpus    []int
@@ -109,46 +94,67 @@ type Server struct {
 // New returns a Server for cfg; register handlers, then Start.
 func New(cfg Config) *Server {
 	cfg.normalize()
-	s := &Server{cfg: cfg, routes: make(map[string]*route), done: make(chan struct{}), ready: make(chan struct{}),
+	s := &Server{cfg: cfg, done: make(chan struct{}), ready: make(chan struct{}),
 		collect: make(chan struct{}, 1)}
 	s.serverHeader = "Server: " + cfg.ServerName + "\r\n"
 	return s
 }
 
-// Handle registers h for requests with the given method and exact path.
-// method "" matches every method. A GET handler also answers HEAD unless a
-// HEAD handler is registered. A path with handlers for other methods only
-// is answered 405 with an Allow header; an unknown path 404. Handle must
-// not be called after Start.
-func (s *Server) Handle(method, path string, h Handler) {
+// Handle registers h for requests with the given method whose path
+// matches pattern. method "" matches every method; a GET handler also
+// answers HEAD (the body is dropped, its length kept) unless a HEAD
+// pattern matches first.
+//
+// A pattern is a path, with net/http's ServeMux (Go 1.22) rules for
+// wildcards: "/v1/items/{id}" matches one segment, whose value
+// Ctx.PathValue("id") returns; a final "{path...}" matches the rest of the
+// path (also an empty rest); "{$}" at the end is the trailing slash. Where
+// several patterns match, the most specific wins: a literal segment over
+// {id}, {id} over {path...}, a method over "". One exception to ServeMux:
+// a pattern ending in "/" matches only that path, not the subtree below it
+// (write "/static/{file...}" for that). Paths are matched as sent, without
+// cleaning; percent-encoded segments are decoded first.
+//
+// A path that patterns of other methods only match is answered 405 with an
+// Allow header, and one that no pattern matches 404 (see
+// Config.ErrorHandler). Handle panics on a malformed pattern, and on one
+// that duplicates or conflicts with one registered before (matches some
+// of the same requests, neither being more specific), naming both; and
+// when called after Start.
+func (s *Server) Handle(method, pattern string, h Handler) {
+	s.HandleWith(method, pattern, RouteOptions{}, h)
+}
+
+// RouteOptions are a route's own settings (HandleWith).
+type RouteOptions struct {
+	// MaxBodyBytes lowers Config.MaxBodyBytes for this route; 0 (or a
+	// value above the server's) is the server's. A request whose
+	// Content-Length exceeds it is answered 413 and the connection closed
+	// as soon as its head is in, before any of the body is buffered; a
+	// chunked body, as soon as what arrived of it exceeds what the limit
+	// allows (its decoded length is checked once it is complete).
+	MaxBodyBytes int64
+}
+
+// HandleWith is Handle with the route's own options.
+func (s *Server) HandleWith(method, pattern string, o RouteOptions, h Handler) {
 	if s.started.Load() {
 		panic("server: Handle after Start")
 	}
-	r := s.routes[path]
-	if r == nil {
-		r = &route{path: path}
-		s.routes[path] = r
+	if h == nil {
+		panic("server: nil handler for " + pattern)
 	}
-	if method == "" {
-		r.any = h
-	} else {
-		r.methods = append(r.methods, method)
-		r.handlers = append(r.handlers, h)
+	p, err := parsePattern(method, pattern)
+	if err != nil {
+		panic(fmt.Sprintf("server: pattern %q: %v", pattern, err))
 	}
-	allow := append([]string(nil), r.methods...)
-	if r.lookup([]byte("HEAD")) != nil && !containsString(allow, "HEAD") {
-		allow = append(allow, "HEAD")
+	l := &leaf{pat: p, h: h}
+	if o.MaxBodyBytes > 0 && o.MaxBodyBytes < s.cfg.MaxBodyBytes {
+		l.maxBody = o.MaxBodyBytes
 	}
-	r.allow = strings.Join(allow, ", ")
-}
-
-func containsString(l []string, s string) bool {
-	for _, v := range l {
-		if v == s {
-			return true
-		}
+	if err := s.routes.add(l); err != nil {
+		panic("server: " + err.Error())
 	}
-	return false
 }
 
 // Port returns the port the workers listen on (useful with Config.Port 0).

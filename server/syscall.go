@@ -33,8 +33,10 @@ func sendRaw(fd int, p []byte) (int, unix.Errno) {
 	return int(n), 0
 }
 
-func accept4(lfd int) (int, unix.Errno) {
-	fd, _, e := syscall.RawSyscall6(unix.SYS_ACCEPT4, uintptr(lfd), 0, 0, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+// accept4 writes the peer's address into *sa (*salen bytes at most, the
+// length written back): the worker's own, so it allocates nothing.
+func accept4(lfd int, sa *unix.RawSockaddrAny, salen *uint32) (int, unix.Errno) {
+	fd, _, e := syscall.RawSyscall6(unix.SYS_ACCEPT4, uintptr(lfd), uintptr(unsafe.Pointer(sa)), uintptr(unsafe.Pointer(salen)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 	return int(fd), e
 }
 

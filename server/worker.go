@@ -41,6 +41,9 @@ const (
 	initialOutSize  = 64 << 10
 	initialBodySize = 4 << 10
 	maxKeptBodySize = 64 << 10
+	// scratch starts at the size of the longest request target (the
+	// default MaxHeaderBytes) and is cut back to it.
+	initialScratchSize = 8 << 10
 	// lingerOverflow is how many connections beyond MaxConnsPerWorker may
 	// linger after their 503; beyond it, a refused connection is closed
 	// at once.
@@ -93,10 +96,17 @@ type worker struct {
 	ctx               Ctx
 	inHandler         bool // a handler is running (serve): its panic is recovered in respond
 	dateSec           int64
-	date              []byte // "Date: ...\r\n", re-rendered when the second changes
-	head200           []byte // status line, Server and Date of a 200, with date
-	head200JSON       []byte // head200, the JSON Content-Type and "Content-Length: "
-	route             *route // the route of the last request: pipelines repeat one path
+	date              []byte      // "Date: ...\r\n", re-rendered when the second changes
+	head200           []byte      // status line, Server and Date of a 200, with date
+	head200JSON       []byte      // head200, the JSON Content-Type and "Content-Length: "
+	route             *exactRoute // the exact route of the last request: pipelines repeat one path
+	// scratch holds what requests decode (Ctx.QueryValue, escaped path
+	// segments); emptied per request, cut back like body (shrinkBuffers).
+	scratch []byte
+	allow   []byte // the Allow value of the last 405
+	// The peer's address from accept4 (conn.remote).
+	sa    unix.RawSockaddrAny
+	salen uint32
 	// headJSON is the whole head of the commonest response: a 200 from
 	// WriteJSON with no added header, to an HTTP/1.1 request that keeps
 	// the connection, for a body of headJSONLen bytes (-1: none rendered
@@ -133,6 +143,7 @@ func newWorker(s *Server, idx, cpu, lfd int) (*worker, error) {
 		bud:      newBudget(&s.cfg),
 		out:      make([]byte, 0, initialOutSize),
 		body:     make([]byte, 0, initialBodySize),
+		scratch:  make([]byte, 0, initialScratchSize),
 		discard:  make([]byte, s.cfg.ReadBufferSize),
 		date:     make([]byte, 0, 64),
 		scanNext: -1,
@@ -199,7 +210,7 @@ func (w *worker) run(ready chan<- error) {
 
 // publishMem makes the worker's memory figure visible to MemoryInUse.
 func (w *worker) publishMem() {
-	m := w.bud.held + int64(cap(w.out)+cap(w.body)+cap(w.discard))
+	m := w.bud.held + int64(cap(w.out)+cap(w.body)+cap(w.discard)+cap(w.scratch))
 	if w.mem.Load() != m {
 		w.mem.Store(m)
 		if m > w.memPeak.Load() {
