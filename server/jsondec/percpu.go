@@ -48,3 +48,4 @@ func (p *PerCPU) For(cpu int) *Decoder {
 	}
 	return d
 }
+
