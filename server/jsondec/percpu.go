@@ -48,4 +48,3 @@ func (p *PerCPU) For(cpu int) *Decoder {
 	}
 	return d
 }
-
