@@ -203,17 +203,6 @@ func kindOf(k reflect.Kind) kind {
 	return 0
 }
 
-// lookup returns the field named name, or nil.
-func (s *Schema[T]) lookup(name []byte) *field {
-	for i := range s.fields {
-		f := &s.fields[i]
-		if len(f.name) == len(name) && f.name == string(name) {
-			return f
-		}
-	}
-	return nil
-}
-
 // Decode decodes data, a JSON object (or null, which changes nothing),
 // into *v with d's options and scratch space. The fields of *v that the
 // object names are set; the others are left as they are. On an error, *v
