@@ -208,6 +208,19 @@ func TestSchemaRefuses(t *testing.T) {
 		N int `json:"n,string"`
 	}]()
 	check(",string", err, "string option")
+	_, err = NewSchema[struct {
+		Q int `json:"a\"b"`
+	}]()
+	check("quote in name", err, "not valid")
+	_, err = NewSchema[struct {
+		E int `json:"a€"`
+	}]()
+	check("symbol in name", err, "not valid")
+	if _, err = NewSchema[struct {
+		E int `json:"a-b.c d"`
+	}](); err != nil {
+		t.Errorf("a valid tag name refused: %v", err)
+	}
 	_, err = NewSchema[struct{ every }]()
 	check("embedded", err, "embedded")
 	type dup struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unicode"
 	"unsafe"
 )
 
@@ -111,6 +112,11 @@ func NewSchema[T any]() (*Schema[T], error) {
 			if strings.Contains(","+opts+",", ",string,") {
 				return nil, fmt.Errorf("jsondec: %v.%s: the ,string option is not supported", t, sf.Name)
 			}
+			if n != "" && !validTagName(n) {
+				// encoding/json would ignore such a name and use the
+				// Go name: refuse it rather than differ.
+				return nil, fmt.Errorf("jsondec: %v.%s: tag name %q is not valid", t, sf.Name, n)
+			}
 			if n != "" {
 				name = n
 			}
@@ -165,6 +171,17 @@ func checkMethods(t reflect.Type, sf reflect.StructField, ft reflect.Type) error
 		return fmt.Errorf("jsondec: %v.%s: type %v has its own UnmarshalJSON or UnmarshalText, which jsondec would not call", t, sf.Name, ft)
 	}
 	return nil
+}
+
+// validTagName is encoding/json's rule for a tag's name: letters, digits
+// and some punctuation.
+func validTagName(s string) bool {
+	for _, c := range s {
+		if !strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c) && !unicode.IsLetter(c) && !unicode.IsDigit(c) {
+			return false
+		}
+	}
+	return true
 }
 
 func kindOf(k reflect.Kind) kind {
