@@ -35,8 +35,7 @@ func newAPI(cat *items.Catalog) *api {
 	return a
 }
 
-// register adds the API's routes and error format to a server's config
-// and the server.
+// config sets the API's error format in a server's configuration.
 func (a *api) config(cfg *server.Config) {
 	// Every response the server makes on its own (404, 405, 413, 431,
 	// ...) in the API's format.
@@ -45,6 +44,8 @@ func (a *api) config(cfg *server.Config) {
 	}
 }
 
+// register adds the API's routes to s, each but /v1/metrics counted by
+// the metrics middleware.
 func (a *api) register(s *server.Server) {
 	s.Handle("GET", "/v1/items/{id}", a.metrics.wrap("GET /v1/items/{id}", a.getItem))
 	s.HandleWith("POST", "/v1/score", server.RouteOptions{MaxBodyBytes: scoreBodyLimit},
