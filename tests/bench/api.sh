@@ -14,9 +14,13 @@
 # allocations from there), the measured run, SIGTERM (they print
 # allocations per request). Server CPU per request from the scheduler's
 # clock, as run.sh's rows; the median of ROUNDS rounds, the order rotating.
+# Then, with valgrind installed, each server's user-space instructions per
+# request under cachegrind over an exact load (tests/peers/fixedload over
+# N and 2N requests, the difference over N, as run.sh does for /json): a
+# figure that does not move with the machine's load (INSTR=0 skips it).
 #
 # Run by run.sh after the /json scenario (API=0 skips it), or alone:
-#   tests/bench/api.sh     Env: ROUNDS DURATION CONNS SERVER_CPU CLIENT_CPU as run.sh,
+#   tests/bench/api.sh     Env: ROUNDS DURATION CONNS SERVER_CPU CLIENT_CPU as run.sh (ROUNDS=0: instructions only),
 #                               API_PEERS="hotpath fasthttp nethttp", KEEP=1
 set -euo pipefail
 
@@ -54,7 +58,10 @@ done
 
 log "building into $WORK"
 (cd "$ROOT" && go build -o "$WORK/hotpath" ./server/examples/catalog)
-(cd "$ROOT/tests/peers" && go build -o "$WORK/fasthttp" ./fasthttpapi && go build -o "$WORK/nethttp" ./nethttpapi)
+(cd "$ROOT/tests/peers" && go build -o "$WORK/fasthttp" ./fasthttpapi && go build -o "$WORK/nethttp" ./nethttpapi &&
+	go build -o "$WORK/fixedload" ./fixedload)
+# The POST body, as score.lua sends it (its Lua string escapes backslashes).
+sed -n "s/^wrk.body = '\(.*\)'\$/\1/p" "$BENCH/score.lua" | sed 's/\\\\/\\/g' | tr -d '\n' >"$WORK/score.json"
 
 port_of() {
 	case $1 in hotpath) echo $((BASE_PORT)) ;; fasthttp) echo $((BASE_PORT + 1)) ;; nethttp) echo $((BASE_PORT + 2)) ;; esac
@@ -125,8 +132,43 @@ for ((round = 0; round < ROUNDS; round++)); do
 	done
 done
 
+# instr_run NAME REQ PERCONN -> the server's total user-space instructions
+# over 16 connections of PERCONN requests (see run.sh's instr_run).
+instr_run() {
+	local name=$1 req=$2 n=$3 port out i
+	port=$(port_of "$name")
+	out=$WORK/cachegrind.$name.$req.$n
+	local cmd=("$WORK/$name" -addr "127.0.0.1:$port")
+	[[ $name == hotpath ]] && cmd=("$WORK/hotpath" -addr 127.0.0.1 -port "$port" -cpus "$SERVER_CPU")
+	GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off taskset -c "$SERVER_CPU" valgrind --tool=cachegrind --cache-sim=no \
+		--cachegrind-out-file="$out.out" "${cmd[@]}" 2>"$out.log" &
+	local vpid=$!
+	for i in $(seq 300); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+		sleep 0.1
+	done
+	local load=(-path /v1/items/42)
+	[[ $req == post ]] && load=(-path /v1/score -body "$WORK/score.json")
+	taskset -c "$CLIENT_CPU" "$WORK/fixedload" -addr "127.0.0.1:$port" -c 16 -n "$n" "${load[@]}" >/dev/null
+	kill -TERM "$vpid"
+	wait "$vpid" 2>/dev/null || true
+	sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$out.log" | tr -d ,
+}
+declare -A INSTR
+if [[ ${INSTR:-1} != 0 ]] && command -v valgrind >/dev/null 2>&1; then
+	for name in "${peers[@]}"; do
+		for req in get post; do
+			a=$(instr_run "$name" "$req" 200)
+			b=$(instr_run "$name" "$req" 400)
+			INSTR[$name.$req]=$(awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { if (a > 0 && b > a) printf "%.0f", (b - a) / (16 * 200); else print "n/a" }')
+			log "user-space instructions/request $name $req: ${INSTR[$name.$req]}"
+		done
+	done
+fi
+
 declare -A MED
 echo
+if ((ROUNDS > 0)); then
 echo "api scenario: $(uname -r), server on cpu $SERVER_CPU, wrk (1 thread) on cpu $CLIENT_CPU, $CONNS connections,"
 echo "$DURATION per run, median of $ROUNDS rounds; GET /v1/items/42 and POST /v1/score (tests/bench/score.lua)"
 echo
@@ -152,6 +194,23 @@ if [[ " ${peers[*]} " == *" hotpath "* ]]; then
 			'function r(a, b) { return b > 0 ? a / b : 0 }
 			BEGIN { printf "  vs %-9s GET %5.2fx   POST %5.2fx\n", n, r(pg, hg), r(pp, hp) }'
 	done
+fi
+fi # ROUNDS > 0 (ROUNDS=0: the instruction counts alone)
+if ((${#INSTR[@]} > 0)); then
+	echo
+	echo "user-space instructions per request (cachegrind, 16 connections, exact load; independent of the machine's load):"
+	for name in "${peers[@]}"; do
+		printf '  %-9s GET %7s   POST %7s\n' "$name" "${INSTR[$name.get]:-}" "${INSTR[$name.post]:-}"
+	done
+	if [[ " ${peers[*]} " == *" hotpath "* ]]; then
+		for name in "${peers[@]}"; do
+			[[ $name == hotpath ]] && continue
+			awk -v n="$name" -v hg="${INSTR[hotpath.get]:-0}" -v pg="${INSTR[$name.get]:-0}" \
+				-v hp="${INSTR[hotpath.post]:-0}" -v pp="${INSTR[$name.post]:-0}" \
+				'function r(a, b) { return b > 0 ? a / b : 0 }
+				BEGIN { printf "  %s / hotpath: GET %.2fx   POST %.2fx\n", n, r(pg, hg), r(pp, hp) }'
+		done
+	fi
 fi
 echo
 echo "allocs/r: the server's own runtime.MemStats.Mallocs over the measured run divided by its requests"
