@@ -154,14 +154,16 @@ instr_run() {
 	wait "$vpid" 2>/dev/null || true
 	sed -n 's/.*I *refs: *\([0-9,]*\).*/\1/p' "$out.log" | tr -d ,
 }
-declare -A INSTR
+declare -A ICOUNT
+counted=0
 if [[ ${INSTR:-1} != 0 ]] && command -v valgrind >/dev/null 2>&1; then
+	counted=1
 	for name in "${peers[@]}"; do
 		for req in get post; do
 			a=$(instr_run "$name" "$req" 200)
 			b=$(instr_run "$name" "$req" 400)
-			INSTR[$name.$req]=$(awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { if (a > 0 && b > a) printf "%.0f", (b - a) / (16 * 200); else print "n/a" }')
-			log "user-space instructions/request $name $req: ${INSTR[$name.$req]}"
+			ICOUNT[$name.$req]=$(awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { if (a > 0 && b > a) printf "%.0f", (b - a) / (16 * 200); else print "n/a" }')
+			log "user-space instructions/request $name $req: ${ICOUNT[$name.$req]}"
 		done
 	done
 fi
@@ -196,17 +198,17 @@ if [[ " ${peers[*]} " == *" hotpath "* ]]; then
 	done
 fi
 fi # ROUNDS > 0 (ROUNDS=0: the instruction counts alone)
-if ((${#INSTR[@]} > 0)); then
+if ((counted)); then
 	echo
 	echo "user-space instructions per request (cachegrind, 16 connections, exact load; independent of the machine's load):"
 	for name in "${peers[@]}"; do
-		printf '  %-9s GET %7s   POST %7s\n' "$name" "${INSTR[$name.get]:-}" "${INSTR[$name.post]:-}"
+		printf '  %-9s GET %7s   POST %7s\n' "$name" "${ICOUNT[$name.get]:-}" "${ICOUNT[$name.post]:-}"
 	done
 	if [[ " ${peers[*]} " == *" hotpath "* ]]; then
 		for name in "${peers[@]}"; do
 			[[ $name == hotpath ]] && continue
-			awk -v n="$name" -v hg="${INSTR[hotpath.get]:-0}" -v pg="${INSTR[$name.get]:-0}" \
-				-v hp="${INSTR[hotpath.post]:-0}" -v pp="${INSTR[$name.post]:-0}" \
+			awk -v n="$name" -v hg="${ICOUNT[hotpath.get]:-0}" -v pg="${ICOUNT[$name.get]:-0}" \
+				-v hp="${ICOUNT[hotpath.post]:-0}" -v pp="${ICOUNT[$name.post]:-0}" \
 				'function r(a, b) { return b > 0 ? a / b : 0 }
 				BEGIN { printf "  %s / hotpath: GET %.2fx   POST %.2fx\n", n, r(pg, hg), r(pp, hp) }'
 		done
