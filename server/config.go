@@ -130,7 +130,9 @@ type Config struct {
 	// 405 already carries its Allow header), 500 (a handler panicked),
 	// and the refusals made before or without a route: 400, 413, 414,
 	// 431, 501, 505 (the request cannot be taken), 408 (not received in
-	// time), 503 (memory budget or connection cap). 504 is reserved for
+	// time), 503 (memory budget or connection cap; beyond the cap plus
+	// the 1,024 connections allowed to linger after their 503, a fixed
+	// 503 is written straight to the socket). 504 is reserved for
 	// deferred responses. msg is the default response's text (without
 	// its newline), e.g. "not found" or "header fields too large".
 	//

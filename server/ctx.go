@@ -255,6 +255,12 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 		c.leaf = l
 	}
 	if l != nil {
+		if l.maxBody != 0 && int64(len(c.req.Body)) > l.maxBody {
+			// The route's lower limit, for a body that arrived with
+			// its head or a chunked one (awaitBody refuses the others
+			// before they are buffered).
+			return w.routeTooLarge(out, cn)
+		}
 		w.inHandler = true // a panic in l.h is recovered in respond
 		l.h(c)
 		w.inHandler = false
@@ -271,6 +277,15 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	out = w.appendResponse(out, c, string(c.req.Method) == "HEAD")
 	w.bodyHigh = max(w.bodyHigh, len(w.body))
 	return out
+}
+
+// routeTooLarge refuses a request whose body is over its route's limit:
+// 413 and a close. Out of line, so that serve does not pay for it.
+//
+//go:noinline
+func (w *worker) routeTooLarge(out []byte, cn *conn) []byte {
+	cn.closeAfter = true
+	return w.appendError(out, cn, 413, http1.ErrBodyTooLarge.Reason, string(w.ctx.req.Method) == "HEAD", true)
 }
 
 // findRoute returns the route of the request in c, or nil, when the

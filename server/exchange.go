@@ -109,25 +109,11 @@ func (w *worker) respond(c *conn) (out []byte) {
 		n, err := http1.ParseResume(c.in[p:], req, w.limits, &c.chunk)
 		if err == http1.ErrIncomplete {
 			if req.HeaderLen > 0 {
-				lim := w.bodyLimit(req)
-				if req.ContentLength > lim {
-					// The route's lower limit, before any of the body
-					// is buffered.
-					out = w.appendError(out, c, 413, http1.ErrBodyTooLarge.Reason, string(req.Method) == "HEAD", true)
-					c.closeAfter = true
-					p = len(c.in)
-					break
-				}
-				out, p, bigFront = w.awaitBody(c, req, out, p, lim)
+				out, p, bigFront = w.awaitBody(c, req, out, p)
 			}
 			break
 		}
 		c.chunk.Reset()
-		if len(req.Body) > 0 && err == nil && int64(len(req.Body)) > w.bodyLimit(req) {
-			// A route's lower limit (a chunked body, or one that
-			// arrived with its head).
-			err = http1.ErrBodyTooLarge
-		}
 		if err != nil {
 			perr, _ := err.(*http1.Error)
 			out = w.appendError(out, c, perr.Status, perr.Reason, string(req.Method) == "HEAD", true)
@@ -180,14 +166,25 @@ func (w *worker) respond(c *conn) (out []byte) {
 // to the collector, and doubling (16 KiB to 1 MiB in 7 steps instead of
 // 3) made enough garbage to take TestHostileMemory's RSS past its bound.
 //
-// It returns out with what to answer now (100 Continue, or the 503), the
+// A body over its route's lower limit (RouteOptions.MaxBodyBytes) is
+// refused here, from its Content-Length, before any of it is buffered: 413
+// and a close.
+//
+// It returns out with what to answer now (100 Continue, the 503 or 413), the
 // position of the request in c.in, and whether that request needs a
 // buffer larger than the default.
-func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int, maxBody int64) ([]byte, int, bool) {
+func (w *worker) awaitBody(c *conn, req *http1.Request, out []byte, p int) ([]byte, int, bool) {
 	// growIn may drop another connection's grown buffer, and w.ctx.req
 	// with it (putIn): read the request first.
 	need, chunked, expect := req.HeaderLen+int(req.ContentLength), req.Chunked, req.Expect100
 	head := string(req.Method) == "HEAD"
+	maxBody := w.bodyLimit(req)
+	if req.ContentLength > maxBody {
+		// The route's lower limit, before any of the body is buffered.
+		out = w.appendError(out, c, 413, http1.ErrBodyTooLarge.Reason, head, true)
+		c.closeAfter = true
+		return out, len(c.in), false
+	}
 	if chunked {
 		need = http1.Limits{MaxHeaderBytes: w.limits.MaxHeaderBytes, MaxBodyBytes: maxBody}.MaxRequestBytes()
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -282,10 +283,52 @@ type leaf struct {
 
 // node is a position in a method's tree.
 type node struct {
-	lits  map[string]*node
-	wild  *node // {name}
-	multi *node // {name...}: always a leaf
-	leaf  *leaf
+	// The literal children: up to maxLitSlice in two slices, compared in
+	// turn (a segment is short, and comparing a few costs less than
+	// hashing it), more in a map.
+	litKeys  []string
+	litNodes []*node
+	litMap   map[string]*node
+	wild     *node // {name}
+	multi    *node // {name...}: always a leaf
+	leaf     *leaf
+}
+
+const maxLitSlice = 8
+
+// lit returns the literal child for seg, or nil.
+func (n *node) lit(seg []byte) *node {
+	if n.litMap != nil {
+		return n.litMap[string(seg)]
+	}
+	for i, k := range n.litKeys {
+		if k == string(seg) {
+			return n.litNodes[i]
+		}
+	}
+	return nil
+}
+
+// addLit returns the literal child for s, made if new.
+func (n *node) addLit(s string) *node {
+	if c := n.lit([]byte(s)); c != nil {
+		return c
+	}
+	c := &node{}
+	if n.litMap != nil {
+		n.litMap[s] = c
+		return c
+	}
+	n.litKeys = append(n.litKeys, s)
+	n.litNodes = append(n.litNodes, c)
+	if len(n.litKeys) > maxLitSlice {
+		n.litMap = make(map[string]*node, len(n.litKeys))
+		for i, k := range n.litKeys {
+			n.litMap[k] = n.litNodes[i]
+		}
+		n.litKeys, n.litNodes = nil, nil
+	}
+	return c
 }
 
 func (n *node) add(segs []segment, l *leaf) {
@@ -297,15 +340,7 @@ func (n *node) add(segs []segment, l *leaf) {
 		case s.wild:
 			c = &n.wild
 		default:
-			if n.lits == nil {
-				n.lits = make(map[string]*node)
-			}
-			c2 := n.lits[s.s]
-			if c2 == nil {
-				c2 = &node{}
-				n.lits[s.s] = c2
-			}
-			n = c2
+			n = n.addLit(s.s)
 			continue
 		}
 		if *c == nil {
@@ -489,8 +524,8 @@ func (n *node) match(m *matcher, i int) *leaf {
 		j++
 	}
 	seg := m.path[i:j]
-	if n.lits != nil {
-		if c := n.lits[string(m.decode(seg))]; c != nil {
+	if n.litKeys != nil || n.litMap != nil {
+		if c := n.lit(m.decode(seg)); c != nil {
 			if l := c.match(m, j+1); l != nil {
 				return l
 			}
@@ -519,13 +554,7 @@ func (rt *router) find(method, path []byte, vals *[maxWildcards][]byte, scratch 
 	if len(path) == 0 || path[0] != '/' {
 		return nil // "*": no pattern matches it
 	}
-	m := matcher{path: path, vals: vals, scratch: scratch}
-	for _, c := range path {
-		if c == '%' {
-			m.escaped = true
-			break
-		}
-	}
+	m := matcher{path: path, vals: vals, scratch: scratch, escaped: bytes.IndexByte(path, '%') >= 0}
 	if l := rt.findIn(string(method), &m); l != nil {
 		return l
 	}
@@ -560,13 +589,7 @@ func (rt *router) appendAllow(dst []byte, path []byte, vals *[maxWildcards][]byt
 		if t.method == "" {
 			continue
 		}
-		m := matcher{path: path, vals: vals, scratch: scratch}
-		for _, c := range path {
-			if c == '%' {
-				m.escaped = true
-				break
-			}
-		}
+		m := matcher{path: path, vals: vals, scratch: scratch, escaped: bytes.IndexByte(path, '%') >= 0}
 		if len(path) == 0 || path[0] != '/' || t.root.match(&m, 1) == nil {
 			continue
 		}

@@ -381,3 +381,27 @@ func diffRoutes(t *testing.T, r *rand.Rand) {
 		}
 	}
 }
+
+// TestRouteManyLiterals: past maxLitSlice literal children a node keeps
+// them in a map; both forms find every literal and fall back to the
+// wildcard for the rest.
+func TestRouteManyLiterals(t *testing.T) {
+	for _, n := range []int{maxLitSlice, maxLitSlice + 1, 100} {
+		patterns := []string{"GET /k/{x}"}
+		for i := range n {
+			patterns = append(patterns, fmt.Sprintf("GET /k/l%d/{y}", i))
+		}
+		rt := routerOf(t, patterns...)
+		var vals [maxWildcards][]byte
+		var scratch []byte
+		for i := range n {
+			l := rt.find([]byte("GET"), []byte(fmt.Sprintf("/k/l%d/v", i)), &vals, &scratch)
+			if l == nil || l.pat.path != fmt.Sprintf("/k/l%d/{y}", i) {
+				t.Fatalf("%d literals: /k/l%d/v found %v", n, i, l)
+			}
+		}
+		if l := rt.find([]byte("GET"), []byte("/k/other"), &vals, &scratch); l == nil || l.pat.path != "/k/{x}" {
+			t.Errorf("%d literals: /k/other found %v", n, l)
+		}
+	}
+}
