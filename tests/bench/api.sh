@@ -17,10 +17,10 @@
 # Then, with valgrind installed, each server's user-space instructions per
 # request under cachegrind over an exact load (tests/peers/fixedload over
 # N and 2N requests, the difference over N, as run.sh does for /json): a
-# figure that does not move with the machine's load (INSTR=0 skips it).
+# figure that does not move with the machine's load (API_INSTR=0 skips it).
 #
 # Run by run.sh after the /json scenario (API=0 skips it), or alone:
-#   tests/bench/api.sh     Env: ROUNDS DURATION CONNS SERVER_CPU CLIENT_CPU as run.sh (ROUNDS=0: instructions only),
+#   tests/bench/api.sh     Env: ROUNDS DURATION CONNS SERVER_CPU CLIENT_CPU as run.sh (ROUNDS=0: instructions only, API_INSTR=0: none),
 #                               API_PEERS="hotpath fasthttp nethttp", KEEP=1
 set -euo pipefail
 
@@ -156,7 +156,7 @@ instr_run() {
 }
 declare -A ICOUNT
 counted=0
-if [[ ${INSTR:-1} != 0 ]] && command -v valgrind >/dev/null 2>&1; then
+if [[ ${API_INSTR:-1} != 0 ]] && command -v valgrind >/dev/null 2>&1; then
 	counted=1
 	for name in "${peers[@]}"; do
 		for req in get post; do
