@@ -32,6 +32,10 @@
 #        runs it as the peer "baseline": before/after in the same run
 #        HOTPATH_ARGS, BASELINE_ARGS: extra flags for hotpath and baseline
 #        (BASELINE=HEAD BASELINE_ARGS="-sndbuf -1": the cost of one option)
+#        API=0 skips the "api" scenario that follows the /json table
+#        (tests/bench/api.sh: the example catalogue API against fasthttp with
+#        fasthttp/router and net/http's ServeMux, GET /v1/items/{id} and
+#        POST /v1/score; it also runs alone)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -432,3 +436,10 @@ echo "${epoll_lines:-  (none seen: see $WORK/strace.epoll with KEEP=1)}"
 echo
 echo "targets: cpu/request <= 1.05x cfloor plain and <= 1.25x pipelined, <= nginx plain, >= 1.25x fasthttp both columns,"
 echo "  0 allocs/request, <= 2.1 syscalls/request"
+
+# The "api" scenario (issue 35): routes with a parameter, a JSON body
+# decoded, against the same API on fasthttp and net/http.
+if [[ ${API:-1} != 0 ]]; then
+	echo
+	ROUNDS=$ROUNDS DURATION=$DURATION CONNS=$CONNS SERVER_CPU=$SERVER_CPU CLIENT_CPU=$CLIENT_CPU "$BENCH/api.sh"
+fi

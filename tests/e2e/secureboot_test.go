@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto"
 	"encoding/hex"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,8 +35,12 @@ const refusalTimeout = 4 * time.Minute
 //     and its TPM's PCR 4 and 12 (SHA-256, SHA-384) are the manifest's
 //     reference values, the boot application's logged digest is the
 //     Authenticode digest of the binary on the disk;
-//   - an image with another workload has another reference, and a guest
-//     booting it measures that other value;
+//   - an image with another workload (the example API,
+//     server/examples/catalog) has another reference, and a guest booting
+//     it measures that other value; that boot also checks the example API
+//     from outside (CheckCatalog: a route with a parameter, 400 with a JSON
+//     body on bad JSON, 404 in JSON, 413 on the route with a lower limit),
+//     so that the example costs no boot of its own;
 //   - the same default image unsigned, and the signed one with one byte of
 //     the binary changed, are refused by the firmware: its message on the
 //     console, no kernel, no workload.
@@ -55,7 +60,7 @@ func TestSecureBoot(t *testing.T) {
 	}
 	key := snakeoilKey(t)
 	signed := buildWith(t, image.Options{Sign: key})
-	other := buildWith(t, image.Options{Sign: key, Workload: image.Program{Package: "./tests/workloads/whoami"}})
+	other := buildWith(t, image.Options{Sign: key, Workload: image.Program{Package: catalogPkg}})
 	unsigned := buildWith(t, image.Options{})
 
 	if signed.M.Signature == nil || signed.M.Signature.CertSHA256 != key.Fingerprint() {
@@ -89,6 +94,11 @@ func TestSecureBoot(t *testing.T) {
 		if got := tpmDetail(t, b.rep)["pcr4.sha256"]; got == pcr4(t, signed.M) {
 			t.Errorf("another workload measured the default image's PCR 4 %s", got)
 		}
+		t.Run("catalog-api", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			reportErrs(t, CheckCatalog(ctx, b.Netns.HTTPClient(30*time.Second), "http://"+net.JoinHostPort(b.Addr, b.port)))
+		})
 	})
 	t.Run("unsigned-refused", func(t *testing.T) { checkRefused(t, unsigned.Disk) })
 	t.Run("tampered-refused", func(t *testing.T) { checkRefused(t, tamper(t, signed)) })

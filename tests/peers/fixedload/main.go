@@ -24,9 +24,18 @@ func main() {
 	conns := flag.Int("c", 64, "connections")
 	perConn := flag.Int("n", 1000, "requests per connection")
 	depth := flag.Int("depth", 1, "pipeline depth")
+	bodyFile := flag.String("body", "", "POST this file's content as application/json (default: GET)")
 	flag.Parse()
 
 	req := []byte("GET " + *path + " HTTP/1.1\r\nHost: " + *addr + "\r\n\r\n")
+	if *bodyFile != "" {
+		body, err := os.ReadFile(*bodyFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		req = []byte("POST " + *path + " HTTP/1.1\r\nHost: " + *addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + string(body))
+	}
 	batch := bytes.Repeat(req, *depth)
 	var wg sync.WaitGroup
 	errs := make(chan error, *conns)
