@@ -61,10 +61,12 @@ type Options struct {
 	Mode      Mode
 	// RAWait bounds the wait for a router advertisement.
 	RAWait time.Duration
-	// DHCPTimeout is the time of one DHCPv6 attempt, DHCPRetries the
-	// attempts (the DHCPv4 keys' values).
+	// DHCPTimeout is the first DHCPv6 exchange's timeout, doubling on
+	// each next one up to BackoffMax; DHCPRetries the exchanges, 0 until
+	// ctx ends (the DHCPv4 keys' values: netconf.Schedule).
 	DHCPTimeout time.Duration
 	DHCPRetries int
+	BackoffMax  time.Duration
 	// Static is the address and gateway of static mode.
 	Static Lease
 	// ProcRoot is where /proc is mounted: the interface's sysctls and
@@ -152,7 +154,7 @@ func dhcp(ctx context.Context, o Options, d boot.Detail) (Lease, error) {
 	if _, err := WaitLinkLocal(ctx, o.Interface, linkLocalWait); err != nil {
 		return Lease{}, err
 	}
-	l, err := RequestLease(ctx, o.Interface, o.DHCPTimeout, o.DHCPRetries)
+	l, err := requestOnSchedule(ctx, o)
 	if err != nil {
 		return Lease{}, err
 	}

@@ -39,6 +39,10 @@ func TestHelperNetconf6Child(t *testing.T) {
 	wait, _ := time.ParseDuration(os.Getenv("HOTPATH_NETCONF6_WAIT"))
 	o := Options{Interface: os.Getenv("HOTPATH_NETCONF6_IF"), Mode: Mode(mode), RAWait: wait,
 		DHCPTimeout: 2 * time.Second, DHCPRetries: 3, ProcRoot: "/proc"}
+	if os.Getenv("HOTPATH_NETCONF6_CAP") != "" {
+		// No server answers: six exchanges, each capped at 300 ms.
+		o.DHCPTimeout, o.DHCPRetries, o.BackoffMax = 300*time.Millisecond, 6, 300*time.Millisecond
+	}
 	if mode == string(Static) {
 		o.Static = Lease{Addr: netip.MustParsePrefix("fd00:78::9/64"), Gateway: netip.MustParseAddr("fd00:78::1")}
 	}
@@ -68,12 +72,13 @@ func pair(t *testing.T) (srv, cli *vm.Netns) {
 
 // runChild runs the step in cli and returns its result and the number
 // of AF_PACKET sockets in cli read from outside while the child lives.
-func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration) (childResult, int) {
+func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration, env ...string) (childResult, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := cli.Command(ctx, os.Args[0], "-test.run=^TestHelperNetconf6Child$", "-test.v")
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "HOTPATH_NETCONF6_IF=v6c", "HOTPATH_NETCONF6_WAIT="+wait.String())
+	cmd.Env = append(cmd.Env, env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -248,5 +253,28 @@ func TestAutoCostOnIPv4Subnet(t *testing.T) {
 		auto.Millis, fromUp.Round(time.Millisecond), off.Millis)
 	if auto.Millis > 2000+500 {
 		t.Errorf("auto took %d ms, over its 2 s bound", auto.Millis)
+	}
+}
+
+// TestDHCPv6BackoffCap: a managed advertisement and no DHCPv6 server: six
+// exchanges of 300 ms capped at 300 ms take about 1.8 s after the
+// link-local address; the library's own retries (the timeout doubled
+// each time) would take 300 ms × 63 = 18.9 s.
+func TestDHCPv6BackoffCap(t *testing.T) {
+	srv, cli := pair(t)
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Managed: true, Prefix: netip.MustParsePrefix("fd00:78::/64"), Every: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	res, _ := runChild(t, cli, "dhcp", 5*time.Second, "HOTPATH_NETCONF6_CAP=1")
+	if res.Step.Status != report.Failed || !strings.Contains(res.Step.Error, "6 exchanges") {
+		t.Fatalf("step without a DHCPv6 server: %+v", res.Step)
+	}
+	// Before the exchanges: the advertisement and the link-local
+	// address's duplicate address detection (about a second).
+	const sum = 6 * 300 // ms, the capped schedule
+	if res.Step.Millis < sum || res.Step.Millis > sum+5000 {
+		t.Errorf("6 capped DHCPv6 exchanges took %.0f ms, want %d ms and the link-local wait (uncapped: 18900 ms)", res.Step.Millis, sum)
 	}
 }
