@@ -98,14 +98,15 @@ type Report struct {
 	Compact bool `json:"compact,omitempty"`
 }
 
-// Compacted returns r without step details, facts and configuration: a few
-// hundred bytes per step, enough to see what failed and whether the
-// workload became ready.
+// Compacted returns r without step details, facts, configuration and
+// timeline: a few hundred bytes per step, enough to see what failed and
+// whether the workload became ready.
 func (r Report) Compacted() Report {
 	c := r
 	c.Compact = true
 	c.Config = nil
 	c.Facts = Facts{}
+	c.Timeline = nil // ~60 bytes a phase: the first report and /metrics have it
 	c.Steps = make([]Step, len(r.Steps))
 	for i, s := range r.Steps {
 		s.Detail = nil
