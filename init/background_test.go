@@ -183,4 +183,3 @@ func TestNetworkDeadlineShared(t *testing.T) {
 		t.Error("the second network step got a deadline of its own")
 	}
 }
-
