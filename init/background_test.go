@@ -10,6 +10,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/e2e"
 )
 
 // fakeClock is a CLOCK_BOOTTIME in milliseconds that moves 10 ms each
@@ -181,5 +182,34 @@ func TestNetworkDeadlineShared(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	if m.networkDeadline() != d {
 		t.Error("the second network step got a deadline of its own")
+	}
+}
+
+// TestTimelinePassesE2ECheck: the timeline the init puts in its report
+// (steps, a background step still running, the workload's exec and
+// ready) is what the e2e report check accepts.
+func TestTimelinePassesE2ECheck(t *testing.T) {
+	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), nil)
+	var out syncBuffer
+	m.con.Out = &out
+	clk := &fakeClock{ms: 1000}
+	m.clock, m.initMillis = clk.now, 900
+	release := make(chan struct{})
+	defer close(release)
+	m.runSteps([]boot.Step{
+		{Name: "mounts", Apply: func(context.Context, boot.Detail) error { return nil }},
+		{Name: "net-ipv6", Background: true, Apply: func(context.Context, boot.Detail) error { <-release; return nil }},
+		{Name: "mgmt-endpoint", Apply: func(context.Context, boot.Detail) error { return nil }},
+	})
+	b := &bootReport{execStart: m.now(), rep: report.Report{Workload: &report.Workload{}}}
+	b.event(report.Event{Kind: report.EventStart, PID: 2, Millis: int64(clk.now())})
+	b.rep.ReadyMillis = int64(clk.now())
+	rep := b.rep
+	rep.Steps, rep.Timeline = b.stepsAndTimeline(m, true)
+	for _, err := range e2e.CheckTimeline(&rep) {
+		t.Error(err)
+	}
+	if names := phaseNames(rep.Timeline); names != "kernel init step mounts step net-ipv6 step mgmt-endpoint workload-exec ready" {
+		t.Errorf("timeline %s", names)
 	}
 }

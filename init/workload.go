@@ -114,8 +114,7 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 		rep.ReadyMillis = -1
 		rep.ReadyError = err.Error()
 	}
-	rep.Steps = m.resultsNow()
-	rep.Timeline = b.timeline(m, err == nil)
+	rep.Steps, rep.Timeline = b.stepsAndTimeline(m, err == nil)
 	sysctlNames := make([]string, len(m.settings))
 	for i, s := range m.settings {
 		sysctlNames[i] = s.Name
@@ -135,9 +134,11 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 	}
 }
 
-// timeline puts the workload's phases on the machine's timeline (exec,
-// and ready when it is) and returns the whole of it for the report.
-func (b *bootReport) timeline(m *machine, ready bool) []report.Phase {
+// stepsAndTimeline puts the workload's phases on the machine's timeline
+// (exec, and ready when it is) and returns the steps and the timeline as
+// they stand, together (a background step started meanwhile is in both or
+// in neither).
+func (b *bootReport) stepsAndTimeline(m *machine, ready bool) ([]report.Step, []report.Phase) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if b.started > 0 {
@@ -147,7 +148,7 @@ func (b *bootReport) timeline(m *machine, ready bool) []report.Phase {
 				End: max(float64(b.rep.ReadyMillis), b.started)})
 		}
 	}
-	return slices.Clone(m.timeline)
+	return slices.Clone(m.results), slices.Clone(m.timeline)
 }
 
 // afterBoot starts what keeps the network right for the machine's life:
