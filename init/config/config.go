@@ -227,7 +227,7 @@ var netKeys = []Key{
 	{"net.dhcp_backoff_max", "1m0s", "cap of a DHCP exchange's timeout (DHCPv4 and DHCPv6) and of the wait between background attempts after boot",
 		durSetter(func(c *Config) *time.Duration { return &c.Net.DHCPBackoffMax }),
 		func(c *Config) string { return c.Net.DHCPBackoffMax.String() }},
-	{"net.deadline", "10s", "bound of the boot's network steps together (the IPv4 address, or IPv6's when net.mode=off); past it the step fails, the workload starts and DHCP goes on in the background",
+	{"net.deadline", "30s", "bound of the boot's network steps together (the IPv4 address, or IPv6's when net.mode=off); past it the step fails, the workload starts and DHCP goes on in the background",
 		durSetter(func(c *Config) *time.Duration { return &c.Net.Deadline }),
 		func(c *Config) string { return c.Net.Deadline.String() }},
 }

@@ -47,7 +47,7 @@
 //	net.dhcp_retries           [5] DHCP attempts before the step fails (then retried in the background)
 //	net.dhcp_backoff_max       [1m0s] cap of a DHCP exchange's timeout (DHCPv4 and DHCPv6) and of the
 //	                              wait between background attempts after boot
-//	net.deadline               [10s] bound of the boot's network steps together (the IPv4 address, or
+//	net.deadline               [30s] bound of the boot's network steps together (the IPv4 address, or
 //	                              IPv6's when net.mode=off); past it the step fails, the workload starts
 //	                              and DHCP goes on in the background
 //	net.ipv6                   [auto] auto (follow the router advertisement: DHCPv6 if managed, else
