@@ -75,20 +75,23 @@ type machine struct {
 	// (instance.go).
 	inst *instance
 
-	settings    []sysctl.Setting     // sysctlSteps (again in userDataSysctlSteps): the merged sysctls
-	cpus        []int                // step workload-cpus: workload.cpus within the online CPUs
-	online      []int                // step workload-cpus
-	nrCPUs      int                  // step workload-cpus: nr_cpu_ids, the width of CPU masks
-	link        *nic.Link            // step nic-discover; nil without a NIC
-	ethtool     nic.Ethtool          // step nic-discover; nil without a NIC or ethtool
-	tuner       *nic.Tuner           // step nic-discover; nil without a NIC or ethtool (nic-spread settles its CPUs)
-	members     []nic.Link           // step nic-discover: the NICs in use (bond members), the primary first
-	bond        *bond.Bond           // bondCreateSteps; nil without bond.mode
-	netIf       string               // upperSteps: the interface the address goes on; "" is link's
-	dhcp        *netconf.DHCPOptions // networkSteps, in DHCP mode (for the retry after boot)
-	previous    *report.PreviousBoot // step previous-boot; nil when pstore could not be read
-	numa        *report.NUMA         // step numa-locality; nil without a NIC
-	netDeadline time.Time            // networkDeadline: when the boot's network steps give up (net.deadline)
+	settings []sysctl.Setting     // sysctlSteps (again in userDataSysctlSteps): the merged sysctls
+	cpus     []int                // step workload-cpus: workload.cpus within the online CPUs
+	online   []int                // step workload-cpus
+	nrCPUs   int                  // step workload-cpus: nr_cpu_ids, the width of CPU masks
+	link     *nic.Link            // step nic-discover; nil without a NIC
+	ethtool  nic.Ethtool          // step nic-discover; nil without a NIC or ethtool
+	tuner    *nic.Tuner           // step nic-discover; nil without a NIC or ethtool (nic-spread settles its CPUs)
+	members  []nic.Link           // step nic-discover: the NICs in use (bond members), the primary first
+	bond     *bond.Bond           // bondCreateSteps; nil without bond.mode
+	netIf    string               // upperSteps: the interface the address goes on; "" is link's
+	dhcp     *netconf.DHCPOptions // networkSteps, in DHCP mode (for the retry after boot)
+	previous *report.PreviousBoot // step previous-boot; nil when pstore could not be read
+	numa     *report.NUMA         // step numa-locality; nil without a NIC
+
+	// netDeadline is when the boot's network steps give up together
+	// (networkDeadline: net.deadline after the first of them).
+	netDeadline time.Time
 
 	// clock is CLOCK_BOOTTIME in milliseconds, the timeline's clock; nil
 	// is the kernel's (bootClock). Tests replace it. initMillis is when
