@@ -189,3 +189,15 @@ func TestChecksCatchViolations(t *testing.T) {
 		})
 	}
 }
+
+func TestTimelineSummary(t *testing.T) {
+	r := goodReport()
+	r.Steps = append(r.Steps, report.Step{Name: "net-ipv6", Status: report.Background})
+	r.Timeline = timelineOf(r.Steps, r.ReadyMillis)
+	got := TimelineSummary(r)
+	for _, want := range []string{"kernel 250;", "init 50;", "net-ipv6: background from 1327;", "workload-exec 10;", "ready 90;", "steps 1027 ("} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q lacks %q", got, want)
+		}
+	}
+}

@@ -84,3 +84,42 @@ func CheckTimeline(r *report.Report) []error {
 	}
 	return errs
 }
+
+// TimelineSummary is the timeline in one line for a test log: the
+// kernel's and the init's phases, the steps together and the slowest
+// three, the workload's exec and ready, and the background steps.
+func TimelineSummary(r *report.Report) string {
+	var b strings.Builder
+	var steps float64
+	type span struct {
+		name string
+		ms   float64
+	}
+	var slow []span
+	for _, p := range r.Timeline {
+		d := p.End - p.Start
+		switch name, isStep := strings.CutPrefix(p.Name, "step "); {
+		case p.Background:
+			if p.End < 0 {
+				fmt.Fprintf(&b, "%s: background from %.0f; ", name, p.Start)
+			} else {
+				fmt.Fprintf(&b, "%s: background %.0f-%.0f; ", name, p.Start, p.End)
+			}
+		case isStep:
+			steps += d
+			slow = append(slow, span{name, d})
+		default:
+			fmt.Fprintf(&b, "%s %.0f; ", p.Name, d)
+		}
+	}
+	for i := 1; i < len(slow); i++ { // insertion sort, slowest first
+		for j := i; j > 0 && slow[j].ms > slow[j-1].ms; j-- {
+			slow[j], slow[j-1] = slow[j-1], slow[j]
+		}
+	}
+	fmt.Fprintf(&b, "steps %.0f (", steps)
+	for i := 0; i < len(slow) && i < 3; i++ {
+		fmt.Fprintf(&b, "%s %.0f ", slow[i].name, slow[i].ms)
+	}
+	return strings.TrimSpace(b.String()) + ") ms"
+}
