@@ -213,3 +213,18 @@ func TestTimelinePassesE2ECheck(t *testing.T) {
 		t.Errorf("timeline %s", names)
 	}
 }
+
+// TestIPv6VerifyBesideDHCPRetry: the IPv6 step learns from the machine
+// whether a DHCPv4 retry (with its packet socket) is running.
+func TestIPv6VerifyBesideDHCPRetry(t *testing.T) {
+	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), nil)
+	m.link = &nic.Link{Name: "eth0"}
+	o := ipv6Options(m)
+	if o.PacketSocketsElsewhere == nil || o.PacketSocketsElsewhere() {
+		t.Fatal("a packet socket declared without a DHCPv4 retry")
+	}
+	m.dhcpRetrying.Store(true)
+	if !o.PacketSocketsElsewhere() {
+		t.Error("the DHCPv4 retry's packet socket is not declared to the IPv6 step")
+	}
+}

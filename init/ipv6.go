@@ -46,6 +46,7 @@ func ipv6Options(m *machine) netconf6.Options {
 		DHCPTimeout: c.DHCPTimeout, DHCPRetries: c.DHCPRetries, BackoffMax: c.DHCPBackoffMax,
 		Static:   netconf6.Lease{Addr: c.IPv6.Address, Gateway: c.IPv6.Gateway},
 		ProcRoot: m.procRoot, Log: log.New(m.con, "dhcpv6: ", 0),
+		PacketSocketsElsewhere: m.dhcpRetrying.Load,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/bond"
@@ -92,6 +93,9 @@ type machine struct {
 	// netDeadline is when the boot's network steps give up together
 	// (networkDeadline: net.deadline after the first of them).
 	netDeadline time.Time
+	// dhcpRetrying is set while net-dhcp-retry runs: its client holds
+	// an AF_PACKET socket the IPv6 step's verify must not count.
+	dhcpRetrying atomic.Bool
 
 	// clock is CLOCK_BOOTTIME in milliseconds, the timeline's clock; nil
 	// is the kernel's (bootClock). Tests replace it. initMillis is when

@@ -214,6 +214,8 @@ func afterBoot(m *machine) {
 func dhcpRetryStep(m *machine, reapply func(string)) boot.Step {
 	o := *m.dhcp
 	return boot.Step{Name: "net-dhcp-retry", Background: true, Apply: func(ctx context.Context, d boot.Detail) error {
+		m.dhcpRetrying.Store(true)
+		defer m.dhcpRetrying.Store(false)
 		m.con.Logf("no DHCP lease at boot: retrying in the background (back-off up to %v)", m.cfg.Net.DHCPBackoffMax)
 		got := false
 		netconf.KeepTrying(ctx, o, time.Second, m.cfg.Net.DHCPBackoffMax, func(l netconf.Lease, attempts int) {

@@ -18,6 +18,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 	"github.com/insomniacslk/dhcp/dhcpv6"
+	"golang.org/x/sys/unix"
 )
 
 const childEnv = "HOTPATH_NETCONF6_CHILD"
@@ -42,6 +43,17 @@ func TestHelperNetconf6Child(t *testing.T) {
 	if os.Getenv("HOTPATH_NETCONF6_CAP") != "" {
 		// No server answers: six exchanges, each capped at 300 ms.
 		o.DHCPTimeout, o.DHCPRetries, o.BackoffMax = 300*time.Millisecond, 6, 300*time.Millisecond
+	}
+	if os.Getenv("HOTPATH_NETCONF6_PACKET") != "" {
+		// Another user of a packet socket, as a DHCPv4 retry is.
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			t.Fatalf("packet socket: %v", err)
+		}
+		defer unix.Close(fd)
+		if os.Getenv("HOTPATH_NETCONF6_PACKET") == "declared" {
+			o.PacketSocketsElsewhere = func() bool { return true }
+		}
 	}
 	if mode == string(Static) {
 		o.Static = Lease{Addr: netip.MustParsePrefix("fd00:78::9/64"), Gateway: netip.MustParseAddr("fd00:78::1")}
@@ -276,5 +288,31 @@ func TestDHCPv6BackoffCap(t *testing.T) {
 	const sum = 6 * 300 // ms, the capped schedule
 	if res.Step.Millis < sum || res.Step.Millis > sum+5000 {
 		t.Errorf("6 capped DHCPv6 exchanges took %.0f ms, want %d ms and the link-local wait (uncapped: 18900 ms)", res.Step.Millis, sum)
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// TestPacketSocketElsewhere: an AF_PACKET socket open in the namespace
+// fails the IPv6 step's verify (case study step 7), unless the init
+// declares it its own (a DHCPv4 retry in the background beside an IPv6
+// step that opens none): then the address is verified and the step says
+// the socket check was skipped.
+func TestPacketSocketElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		packet string
+		status report.Status
+	}{
+		{"undeclared", report.Failed},
+		{"declared", report.Applied},
+	} {
+		_, cli := pair(t)
+		res, _ := runChild(t, cli, "static", time.Second, "HOTPATH_NETCONF6_PACKET="+tc.packet)
+		if res.Step.Status != tc.status {
+			t.Errorf("%s packet socket: %+v, want %s", tc.packet, res.Step, tc.status)
+		}
+		if tc.status == report.Applied && res.Step.Detail["packet_sockets"] == "" {
+			t.Errorf("declared packet socket: the step does not say the check was skipped: %v", res.Step.Detail)
+		}
 	}
 }
