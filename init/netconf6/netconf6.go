@@ -209,7 +209,7 @@ func slaac(ctx context.Context, o Options, d boot.Detail) (Lease, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return Lease{}, ctx.Err()
+			return Lease{}, fmt.Errorf("%s: waiting for an autoconfigured address: %w", o.Interface, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}

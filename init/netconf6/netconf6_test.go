@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,15 @@ func TestHelperNetconf6Child(t *testing.T) {
 	if mode == string(Static) {
 		o.Static = Lease{Addr: netip.MustParsePrefix("fd00:78::9/64"), Gateway: netip.MustParseAddr("fd00:78::1")}
 	}
+	if os.Getenv("HOTPATH_NETCONF6_DEADLINE") != "" {
+		// The IPv6-only boot with no DHCPv6 server: exchanges without
+		// end but for the network deadline (3 s); then the retry the
+		// init runs in the background, until a server answers.
+		o.DHCPTimeout, o.DHCPRetries, o.BackoffMax = 300*time.Millisecond, 1000, 400*time.Millisecond
+		r := boot.RunOne(context.Background(), boot.Before(time.Now().Add(3*time.Second), Step(o)))
+		fmt.Printf("STEP %s %.0f %s\n", r.Status, r.Millis, r.Error)
+		o.DHCPRetries = 0
+	}
 	start := time.Now()
 	res := childResult{Step: boot.RunOne(context.Background(), Step(o))}
 	res.Millis = time.Since(start).Milliseconds()
@@ -86,6 +96,13 @@ func pair(t *testing.T) (srv, cli *vm.Netns) {
 // of AF_PACKET sockets in cli read from outside while the child lives.
 func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration, env ...string) (childResult, int) {
 	t.Helper()
+	return runChildWatch(t, cli, mode, wait, nil, env...)
+}
+
+// runChildWatch is runChild, calling onLine with each line the child
+// prints before its result.
+func runChildWatch(t *testing.T, cli *vm.Netns, mode string, wait time.Duration, onLine func(string), env ...string) (childResult, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := cli.Command(ctx, os.Args[0], "-test.run=^TestHelperNetconf6Child$", "-test.v")
@@ -103,6 +120,9 @@ func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration, env 
 		rest, ok := strings.CutPrefix(sc.Text(), "RESULT ")
 		if !ok {
 			t.Logf("child: %s", sc.Text())
+			if onLine != nil {
+				onLine(sc.Text())
+			}
 			continue
 		}
 		var res childResult
@@ -314,5 +334,55 @@ func TestPacketSocketElsewhere(t *testing.T) {
 		if tc.status == report.Applied && res.Step.Detail["packet_sockets"] == "" {
 			t.Errorf("declared packet socket: the step does not say the check was skipped: %v", res.Step.Detail)
 		}
+	}
+}
+
+// TestDHCPv6Deadline is the IPv6-only boot (net.mode=off) with no DHCPv6
+// server: the step fails at the network deadline with that reason, the
+// workload would start; the init's background retry (the step again,
+// exchanges until a server answers) takes the lease once a server
+// appears.
+func TestDHCPv6Deadline(t *testing.T) {
+	srv, cli := pair(t)
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Managed: true, Prefix: netip.MustParsePrefix("fd00:78::/64"), Every: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	var d6 *vm.DHCP6Server
+	defer func() {
+		if d6 != nil {
+			d6.Close()
+		}
+	}()
+	res, outside := runChildWatch(t, cli, "dhcp", 5*time.Second, func(line string) {
+		rest, ok := strings.CutPrefix(line, "STEP ")
+		if !ok {
+			return
+		}
+		status, rest, _ := strings.Cut(rest, " ")
+		ms, why, _ := strings.Cut(rest, " ")
+		if status != "failed" || !strings.Contains(why, "network deadline reached") {
+			t.Errorf("boot step without a DHCPv6 server: %s %s", status, why)
+		}
+		if v, _ := strconv.ParseFloat(ms, 64); v < 2900 || v > 4500 {
+			t.Errorf("boot step took %s ms, want the 3000 ms deadline and little more", ms)
+		}
+		var err error
+		if d6, err = srv.StartDHCP6(vm.DHCP6Config{Iface: "v6s", ClientIP: netip.MustParseAddr("fd00:78::3")}); err != nil {
+			t.Error(err)
+		}
+	}, "HOTPATH_NETCONF6_DEADLINE=1")
+	if d6 == nil {
+		t.Fatal("the child never reported its boot step")
+	}
+	if res.Step.Status != report.Applied || res.Step.Detail["address"] != "fd00:78::3/128" {
+		t.Fatalf("background retry: %+v (server errors %v)", res.Step, d6.Errors())
+	}
+	if res.Packets != 0 || outside != 0 {
+		t.Errorf("AF_PACKET sockets after the lease: %d/%d", res.Packets, outside)
+	}
+	if a := addrs(t, cli, "v6c"); !strings.Contains(a, "inet6 fd00:78::3/128") {
+		t.Errorf("installed:\n%s", a)
 	}
 }
