@@ -296,9 +296,9 @@ func (b *build) initramfs(work string, initBin, workBin []byte) (string, error) 
 // checks the result is an EFI binary for the architecture whose NR_CPUS
 // covers the configured CPUs, and returns its bytes.
 func (b *build) kernel(ctx context.Context, initrd string) ([]byte, *kernelconfig.Result, error) {
-	// 7-15 min is the cold-build figure STYLE.md records (README.md says
-	// 10-17); kernel-config's own progress lines say how far it is.
-	b.logf("kernel: building with the initramfs and command line built in (a cold build takes 7-15 min on 2 cores; later builds relink)")
+	// kernel-config says what a cold build will take here (objects and
+	// time, from the last build's measurements) and how far it is.
+	b.logf("kernel: building with the initramfs and command line built in (a cached tree relinks)")
 	t0 := time.Now()
 	o := b.o
 	kr, err := o.Kernel(ctx, kernelconfig.Options{

@@ -9,6 +9,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/imds"
 	"github.com/hotpath-dev/hotpath/init/netconf6"
+	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/init/timesync"
 )
 
@@ -16,17 +17,54 @@ import (
 // VLAN, the bond or the primary NIC: netName) after IPv4 (package
 // netconf6): net.ipv6 is independent of net.mode, so net.mode=off with
 // net.ipv6=dhcp is an IPv6-only instance that sends no DHCPv4 at all.
+//
+// What the workload needs is the IPv4 address when there is IPv4: then
+// IPv6 goes on in the background (a background step: the workload and the
+// management endpoint listen on every address, so IPv6's serves when it
+// arrives), and net.ipv6=auto costs an IPv4-only subnet nothing at boot.
+// With net.mode=off IPv6 is the address, and the boot waits for it up to
+// the network deadline (net.deadline); past it DHCPv6 goes on in the
+// background (ipv6RetryStep).
 func ipv6Steps(m *machine) []boot.Step {
 	if m.link == nil {
 		return []boot.Step{skipStep(netconf6.StepName, "no primary network interface")}
 	}
+	o := ipv6Options(m)
+	if m.cfg.Net.Mode != config.NetOff {
+		o.DHCPRetries = 0 // until a server answers, as the DHCPv4 retry
+		s := netconf6.Step(o)
+		s.Background = true
+		return []boot.Step{s}
+	}
+	return []boot.Step{boot.Before(m.networkDeadline(), netconf6.Step(o))}
+}
+
+func ipv6Options(m *machine) netconf6.Options {
 	c := m.cfg.Net
-	return []boot.Step{netconf6.Step(netconf6.Options{
+	return netconf6.Options{
 		Interface: m.netName(), Mode: netconf6.Mode(c.IPv6.Mode), RAWait: c.IPv6.RAWait,
-		DHCPTimeout: c.DHCPTimeout, DHCPRetries: c.DHCPRetries,
+		DHCPTimeout: c.DHCPTimeout, DHCPRetries: c.DHCPRetries, BackoffMax: c.DHCPBackoffMax,
 		Static:   netconf6.Lease{Addr: c.IPv6.Address, Gateway: c.IPv6.Gateway},
 		ProcRoot: m.procRoot, Log: log.New(m.con, "dhcpv6: ", 0),
-	})}
+		PacketSocketsElsewhere: m.dhcpRetrying.Load,
+	}
+}
+
+// ipv6RetryStep is IPv6 taken in the background after the boot's step
+// failed (net.mode=off past the network deadline, in a DHCPv6 or auto
+// mode): the whole step again, DHCPv6 until a server answers. nil when
+// there is nothing to retry.
+func ipv6RetryStep(m *machine, results []report.Step) *boot.Step {
+	mode := m.cfg.Net.IPv6.Mode
+	if m.cfg.Net.Mode != config.NetOff || !failed(results, netconf6.StepName) ||
+		mode != config.IPv6DHCP && mode != config.IPv6Auto && mode != config.IPv6SLAAC {
+		return nil
+	}
+	o := ipv6Options(m)
+	o.DHCPRetries = 0
+	s := netconf6.Step(o)
+	s.Name, s.Background = netconf6.StepName+"-retry", true
+	return &s
 }
 
 // imdsBases are the metadata service's endpoints in the order the init

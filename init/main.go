@@ -57,6 +57,7 @@ type request struct {
 }
 
 func main() {
+	started := bootClock() // the timeline's kernel phase ends here
 	con := &console.Console{Out: os.Stdout}
 	// Signals first, so a SIGTERM during boot is not lost and no signal
 	// meets the Go runtime's default action (exit: a kernel panic).
@@ -73,7 +74,7 @@ func main() {
 				con.Logf("PANIC in init: %v\n%s", p, debug.Stack())
 			}
 		}()
-		run(con, requests)
+		run(con, requests, started)
 	}()
 	fallback(con, requests)
 }
@@ -130,10 +131,11 @@ func fallback(con *console.Console, requests chan request) {
 	}
 }
 
-func run(con *console.Console, requests chan request) {
+func run(con *console.Console, requests chan request, started float64) {
 	ctx := context.Background()
 	pid1 := os.Getpid() == 1
-	m := &machine{ctx: ctx, con: con, procRoot: procRoot, sysRoot: sysRoot, devRoot: devRoot, requests: requests}
+	m := &machine{ctx: ctx, con: con, procRoot: procRoot, sysRoot: sysRoot, devRoot: devRoot, requests: requests,
+		initMillis: started}
 	if pid1 {
 		m.run(mountStep())
 		attachConsole(con)
@@ -159,7 +161,8 @@ func run(con *console.Console, requests chan request) {
 	var layers map[string]string
 	m.cfg, unknown, layers = loadConfig(con, config.Path, procRoot+"/cmdline")
 	m.inst = newInstance(layers)
-	m.obs = startObserver(con, m.cfg, m.results)
+	m.obs = startObserver(con, m.cfg, m.resultsNow())
+	m.obs.setTimeline(m.timelineNow)
 	m.boot()
 
 	sup := startWorkload(m, rng, unknown)

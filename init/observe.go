@@ -36,6 +36,10 @@ type observer struct {
 	sup      atomic.Pointer[supervise.Supervisor] // set once the workload is started
 	hostname atomic.Pointer[string]
 
+	// timeline is the boot's timeline as it stands (machine.timelineNow);
+	// nil leaves the phase metrics out.
+	timeline func() []report.Phase
+
 	mu    sync.Mutex
 	steps []report.Step
 	rep   *report.Report
@@ -110,6 +114,30 @@ func (o *observer) step(r report.Step) {
 	o.mu.Lock()
 	o.steps = append(o.steps, r)
 	o.mu.Unlock()
+}
+
+// setTimeline gives the metrics the boot's timeline.
+func (o *observer) setTimeline(f func() []report.Phase) {
+	if o != nil {
+		o.timeline = f
+	}
+}
+
+// stepDone takes the outcome of a background step in place of its
+// "background" entry, so that the metrics show how it ended.
+func (o *observer) stepDone(r report.Step) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, s := range o.steps {
+		if s.Name == r.Name && s.Status == report.Background {
+			o.steps[i] = r
+			return
+		}
+	}
+	o.steps = append(o.steps, r)
 }
 
 // supervise hands the observer the supervisor, whose snapshot /healthz
@@ -286,8 +314,9 @@ func (o *observer) metricsOptions(link *nic.Link, et nic.Ethtool) metrics.Option
 			defer o.mu.Unlock()
 			return append([]report.Step(nil), o.steps...)
 		},
-		Timex: metrics.Adjtimex,
-		Logf:  o.con.Logf,
+		Timeline: o.timeline,
+		Timex:    metrics.Adjtimex,
+		Logf:     o.con.Logf,
 	}
 	mo.PreviousBoot = func() *report.PreviousBoot {
 		o.mu.Lock()

@@ -7,6 +7,9 @@ import (
 	"log"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hotpath-dev/hotpath/init/bond"
 	"github.com/hotpath-dev/hotpath/init/boot"
@@ -86,24 +89,59 @@ type machine struct {
 	dhcp     *netconf.DHCPOptions // networkSteps, in DHCP mode (for the retry after boot)
 	previous *report.PreviousBoot // step previous-boot; nil when pstore could not be read
 	numa     *report.NUMA         // step numa-locality; nil without a NIC
-	results  []report.Step        // run: every step's outcome, in order, for the report
+
+	// netDeadline is when the boot's network steps give up together
+	// (networkDeadline: net.deadline after the first of them).
+	netDeadline time.Time
+	// dhcpRetrying is set while net-dhcp-retry runs: its client holds
+	// an AF_PACKET socket the IPv6 step's verify must not count.
+	dhcpRetrying atomic.Bool
+
+	// clock is CLOCK_BOOTTIME in milliseconds, the timeline's clock; nil
+	// is the kernel's (bootClock). Tests replace it. initMillis is when
+	// the init started (main), 0 when unknown (tests).
+	clock      func() float64
+	initMillis float64
+
+	// mu guards results and timeline: background steps (background.go)
+	// write them after the boot, while the report and metrics read them.
+	mu       sync.Mutex
+	results  []report.Step  // run: every step's outcome, in order, for the report
+	timeline []report.Phase // run, background, the report: the boot phase by phase
 }
 
-// run runs one step, logs it, and keeps its result for the report.
+// run runs one step, logs it, and keeps its result and its phase for the
+// report.
 func (m *machine) run(s boot.Step) report.Step {
+	start := m.now()
 	r := boot.RunOne(m.ctx, s)
+	end := m.now()
 	logStep(m.con, r)
+	m.mu.Lock()
+	m.openTimeline(start)
 	m.results = append(m.results, r)
+	m.timeline = append(m.timeline, report.Phase{Name: report.StepPhase(r.Name), Start: start, End: end})
+	m.mu.Unlock()
 	m.obs.step(r)
 	return r
 }
 
-// boot runs the sequence.
+// boot runs the sequence; a step marked Background starts in its own
+// goroutine and the sequence goes on (background.go).
 func (m *machine) boot() {
 	for _, mk := range sequence {
-		for _, s := range mk(m) {
-			m.run(s)
+		m.runSteps(mk(m))
+	}
+}
+
+// runSteps runs steps in order, starting those marked Background.
+func (m *machine) runSteps(steps []boot.Step) {
+	for _, s := range steps {
+		if s.Background {
+			m.background(s, nil)
+			continue
 		}
+		m.run(s)
 	}
 }
 
@@ -298,11 +336,22 @@ func networkSteps(m *machine) []boot.Step {
 			netconf.Lease{Addr: m.cfg.Net.Address, Gateway: m.cfg.Net.Gateway, MTU: m.cfg.Net.MTU}, m.procRoot)}
 	}
 	m.dhcp = &netconf.DHCPOptions{
-		Interface: m.netName(), Timeout: m.cfg.Net.DHCPTimeout, Retries: m.cfg.Net.DHCPRetries, MTU: m.cfg.Net.MTU,
+		Interface: m.netName(), Timeout: m.cfg.Net.DHCPTimeout, Retries: m.cfg.Net.DHCPRetries,
+		BackoffMax: m.cfg.Net.DHCPBackoffMax, MTU: m.cfg.Net.MTU,
 		ResolvConf: "/etc/resolv.conf", ProcRoot: m.procRoot,
 		Log: log.New(m.con, "dhclient: ", 0),
 	}
-	return []boot.Step{netconf.DHCPStep(*m.dhcp)}
+	return []boot.Step{boot.Before(m.networkDeadline(), netconf.DHCPStep(*m.dhcp))}
+}
+
+// networkDeadline is when the boot's network steps give up together
+// (net.deadline after the first of them): past it the step fails with its
+// reason, the workload starts, and DHCP goes on in the background.
+func (m *machine) networkDeadline() time.Time {
+	if m.netDeadline.IsZero() {
+		m.netDeadline = time.Now().Add(m.cfg.Net.Deadline)
+	}
+	return m.netDeadline
 }
 
 // powerButtonSteps watch the ACPI power button (EC2 stop/terminate, QEMU

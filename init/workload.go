@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,12 +24,14 @@ import (
 // the workload first accepts, or at the ready deadline whatever it does.
 func startWorkload(m *machine, rng *crngState, unknown []string) *supervise.Supervisor {
 	con, cfg := m.con, m.cfg
+	execStart := m.now()
 	cpuList := cpuset.FormatList(m.workloadCPUs())
 	env := append([]string{"PATH=/bin:/sbin:/", "HOME=/",
 		"HOTPATH_CPUS=" + cpuList, "HOTPATH_PORT=" + strconv.Itoa(cfg.WorkloadPort)}, cfg.WorkloadEnv...)
 	// Step 10's workload half, with the NIC's deferral (init/napi).
 	env = append(env, napi.WorkloadEnv(napiSettings(cfg))...)
 	br := newBootReport(m, cpuList, unknown)
+	br.execStart = execStart
 	// The workload's output goes through the console's count, so that the
 	// report is printed again before it leaves EC2's 64 KiB window.
 	stdout, stderr := m.obs.workloadOutput(con)
@@ -88,9 +92,13 @@ func livenessOf(cfg config.Config) *supervise.Liveness {
 type bootReport struct {
 	mu  sync.Mutex
 	rep report.Report
+	// execStart is when the workload's start was asked for, started
+	// when its process ran (its first EventStart): the timeline's
+	// workload-exec phase.
+	execStart, started float64
 }
 
-// event keeps the PID of the first start.
+// event keeps the PID and the time of the first start.
 func (b *bootReport) event(e report.Event) {
 	if e.Kind != report.EventStart {
 		return
@@ -99,6 +107,7 @@ func (b *bootReport) event(e report.Event) {
 	defer b.mu.Unlock()
 	if b.rep.Workload.PID == 0 {
 		b.rep.Workload.PID = e.PID
+		b.started = max(float64(e.Millis), b.execStart)
 	}
 }
 
@@ -114,7 +123,7 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 		rep.ReadyMillis = -1
 		rep.ReadyError = err.Error()
 	}
-	rep.Steps = m.results
+	rep.Steps, rep.Timeline = b.stepsAndTimeline(m, err == nil)
 	sysctlNames := make([]string, len(m.settings))
 	for i, s := range m.settings {
 		sysctlNames[i] = s.Name
@@ -133,6 +142,23 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 	} else {
 		m.con.Logf("ready in %d ms after kernel start", rep.ReadyMillis)
 	}
+}
+
+// stepsAndTimeline puts the workload's phases on the machine's timeline
+// (exec, and ready when it is) and returns the steps and the timeline as
+// they stand, together (a background step started meanwhile is in both or
+// in neither).
+func (b *bootReport) stepsAndTimeline(m *machine, ready bool) ([]report.Step, []report.Phase) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b.started > 0 {
+		m.timeline = append(m.timeline, report.Phase{Name: report.PhaseExec, Start: b.execStart, End: b.started})
+		if ready {
+			m.timeline = append(m.timeline, report.Phase{Name: report.PhaseReady, Start: b.started,
+				End: max(float64(b.rep.ReadyMillis), b.started)})
+		}
+	}
+	return slices.Clone(m.results), slices.Clone(m.timeline)
 }
 
 // afterBoot starts what keeps the network right for the machine's life:
@@ -162,17 +188,12 @@ func afterBoot(m *machine) {
 		m.con.Line(report.EventPrefix, report.Event{Kind: report.EventNICReapply, Millis: bootMillis(),
 			Detail: why + ": " + strings.Join(summary, " "), Steps: res})
 	}
-	if m.dhcp != nil && failed(m.results, "net-dhcp") {
-		o := *m.dhcp
-		go func() {
-			defer recoverLog(m.con, "dhcp retry")
-			m.con.Logf("no DHCP lease at boot: retrying in the background (back-off up to %v)", m.cfg.Net.DHCPBackoffMax)
-			netconf.KeepTrying(m.ctx, o, time.Second, m.cfg.Net.DHCPBackoffMax, func(l netconf.Lease, attempts int) {
-				m.con.Line(report.EventPrefix, report.Event{Kind: report.EventNetBound, Millis: bootMillis(),
-					Detail: fmt.Sprintf("%s after %d background attempts", netconf.Describe(l), attempts)})
-				reapply("lease")
-			})
-		}()
+	results := m.resultsNow()
+	if m.dhcp != nil && failed(results, "net-dhcp") {
+		m.background(dhcpRetryStep(m, reapply), nil)
+	}
+	if s := ipv6RetryStep(m, results); s != nil {
+		m.background(*s, nil)
 	}
 	if m.tuner == nil {
 		return
@@ -195,6 +216,30 @@ func afterBoot(m *machine) {
 	if err != nil {
 		m.con.Logf("%v: NIC steps will not be re-applied after a link reset", err)
 	}
+}
+
+// dhcpRetryStep is the DHCPv4 lease taken in the background after the
+// boot's network deadline: a step of its own (net-dhcp-retry), whose
+// outcome comes when a server answers.
+func dhcpRetryStep(m *machine, reapply func(string)) boot.Step {
+	o := *m.dhcp
+	return boot.Step{Name: "net-dhcp-retry", Background: true, Apply: func(ctx context.Context, d boot.Detail) error {
+		m.dhcpRetrying.Store(true)
+		defer m.dhcpRetrying.Store(false)
+		m.con.Logf("no DHCP lease at boot: retrying in the background (back-off up to %v)", m.cfg.Net.DHCPBackoffMax)
+		got := false
+		netconf.KeepTrying(ctx, o, time.Second, m.cfg.Net.DHCPBackoffMax, func(l netconf.Lease, attempts int) {
+			got = true
+			d["lease"], d["attempts"] = netconf.Describe(l), strconv.Itoa(attempts)
+			m.con.Line(report.EventPrefix, report.Event{Kind: report.EventNetBound, Millis: bootMillis(),
+				Detail: fmt.Sprintf("%s after %d background attempts", netconf.Describe(l), attempts)})
+			reapply("lease")
+		})
+		if !got {
+			return fmt.Errorf("no lease: %w", ctx.Err())
+		}
+		return nil
+	}}
 }
 
 func failed(results []report.Step, name string) bool {

@@ -34,6 +34,11 @@ type Step struct {
 	// vectors with default affinity, queues with default XPS): the init
 	// runs such steps again when that happens.
 	Reapply bool
+	// Background marks a step the boot does not wait for: the workload
+	// starts without it (IPv6 when IPv4 serves, a DHCP retry after the
+	// network deadline). The init runs it in its own goroutine, lists it
+	// as report.Background, and reports its outcome when it ends.
+	Background bool
 }
 
 // SkipError marks a step as skipped rather than failed.

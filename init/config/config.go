@@ -153,10 +153,14 @@ type Net struct {
 	Address        netip.Prefix  // net.address (static)
 	Gateway        netip.Addr    // net.gateway (static)
 	MTU            int           // net.mtu: 0 keeps the driver's or the lease's
-	DHCPTimeout    time.Duration // net.dhcp_timeout: per attempt
+	DHCPTimeout    time.Duration // net.dhcp_timeout: the first exchange's timeout
 	DHCPRetries    int           // net.dhcp_retries
-	DHCPBackoffMax time.Duration // net.dhcp_backoff_max: background attempts back off up to it
-	IPv6           IPv6          // net.ipv6* (ipv6.go)
+	DHCPBackoffMax time.Duration // net.dhcp_backoff_max: caps each exchange's timeout and the wait between background attempts
+	// Deadline (net.deadline) bounds the boot's network steps together:
+	// past it the step fails with its reason, the workload starts, and
+	// DHCP goes on in the background.
+	Deadline time.Duration
+	IPv6     IPv6 // net.ipv6* (ipv6.go)
 }
 
 // NetMode is net.mode: how the primary interface gets its address.
@@ -221,15 +225,18 @@ var netKeys = []Key{
 	{"net.mtu", "0", "MTU to set, 576-65535; 0 = from the DHCP lease (option 26) or unchanged",
 		setMTU,
 		func(c *Config) string { return strconv.Itoa(c.Net.MTU) }},
-	{"net.dhcp_timeout", "5s", "timeout of one DHCP exchange attempt",
+	{"net.dhcp_timeout", "2s", "timeout of the first DHCP exchange (DHCPv4 and DHCPv6); each next one doubles it up to net.dhcp_backoff_max",
 		durSetter(func(c *Config) *time.Duration { return &c.Net.DHCPTimeout }),
 		func(c *Config) string { return c.Net.DHCPTimeout.String() }},
 	{"net.dhcp_retries", "5", "DHCP attempts before the step fails (then retried in the background)",
 		intSetter(func(c *Config) *int { return &c.Net.DHCPRetries }, 1, 1000),
 		func(c *Config) string { return strconv.Itoa(c.Net.DHCPRetries) }},
-	{"net.dhcp_backoff_max", "1m0s", "cap of the back-off between background DHCP attempts after boot",
+	{"net.dhcp_backoff_max", "1m0s", "cap of a DHCP exchange's timeout (DHCPv4 and DHCPv6) and of the wait between background attempts after boot",
 		durSetter(func(c *Config) *time.Duration { return &c.Net.DHCPBackoffMax }),
 		func(c *Config) string { return c.Net.DHCPBackoffMax.String() }},
+	{"net.deadline", "30s", "bound of the boot's network steps together (the IPv4 address, or IPv6's when net.mode=off); past it the step fails, the workload starts and DHCP goes on in the background",
+		durSetter(func(c *Config) *time.Duration { return &c.Net.Deadline }),
+		func(c *Config) string { return c.Net.Deadline.String() }},
 }
 
 // systemKeys configure the sysctls, the supervisor, shutdown and the
@@ -594,6 +601,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Net.DHCPBackoffMax <= 0 {
 		errs = append(errs, fmt.Errorf("config: net.dhcp_backoff_max must be positive"))
+	}
+	if c.Net.Deadline <= 0 {
+		errs = append(errs, fmt.Errorf("config: net.deadline must be positive"))
+	}
+	if c.Net.DHCPTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("config: net.dhcp_timeout must be positive"))
 	}
 	if c.Supervise.BackoffMin <= 0 {
 		errs = append(errs, fmt.Errorf("config: supervise.backoff_min must be positive"))

@@ -43,9 +43,14 @@
 //	net.gateway                [] static mode: default gateway (optional)
 //	net.mtu                    [0] MTU to set, 576-65535; 0 = from the DHCP lease (option 26) or
 //	                              unchanged
-//	net.dhcp_timeout           [5s] timeout of one DHCP exchange attempt
+//	net.dhcp_timeout           [2s] timeout of the first DHCP exchange (DHCPv4 and DHCPv6); each next
+//	                              one doubles it up to net.dhcp_backoff_max
 //	net.dhcp_retries           [5] DHCP attempts before the step fails (then retried in the background)
-//	net.dhcp_backoff_max       [1m0s] cap of the back-off between background DHCP attempts after boot
+//	net.dhcp_backoff_max       [1m0s] cap of a DHCP exchange's timeout (DHCPv4 and DHCPv6) and of the
+//	                              wait between background attempts after boot
+//	net.deadline               [30s] bound of the boot's network steps together (the IPv4 address, or
+//	                              IPv6's when net.mode=off); past it the step fails, the workload starts
+//	                              and DHCP goes on in the background
 //	net.ipv6                   [auto] auto (follow the router advertisement: DHCPv6 if managed, else
 //	                              SLAAC), dhcp, slaac, static or off
 //	net.ipv6_address           [] net.ipv6=static: address in CIDR form, e.g. 2001:db8::10/64

@@ -53,6 +53,9 @@ type Options struct {
 
 	Workload Workload
 	Boot     func() []StepState
+	// Timeline is the boot phase by phase (report.Phase); nil leaves the
+	// hotpath_boot_phase_ metrics out.
+	Timeline func() []report.Phase
 	Log      func() LogStats
 	// Timex reads the kernel clock's discipline state (adjtimex); nil
 	// leaves the clock metrics out.
@@ -98,6 +101,9 @@ func NewRegistry(o Options) *prometheus.Registry {
 	}
 	if o.Boot != nil {
 		add("boot", &bootSteps{steps: o.Boot})
+	}
+	if o.Timeline != nil {
+		add("boot_timeline", &bootTimeline{phases: o.Timeline})
 	}
 	if o.Log != nil {
 		add("log", &logShipping{stats: o.Log})

@@ -494,3 +494,45 @@ func BenchmarkReadSources(b *testing.B) {
 		}
 	}
 }
+
+// TestBootTimeline: each phase's start and end in seconds since the
+// kernel started; a background step still running has a start and no
+// end yet, and a background step that ended shows its final status.
+func TestBootTimeline(t *testing.T) {
+	phases := []report.Phase{
+		{Name: report.PhaseKernel, Start: 0, End: 1571},
+		{Name: report.PhaseInit, Start: 1571, End: 1580},
+		{Name: "step net-dhcp", Start: 1600, End: 1750},
+		{Name: "step net-ipv6", Start: 1751, End: -1, Background: true},
+		{Name: report.PhaseExec, Start: 1800, End: 1810},
+		{Name: report.PhaseReady, Start: 1810, End: 1900},
+	}
+	fams := scrape(t, NewRegistry(Options{
+		Boot: func() []StepState {
+			return []StepState{{Name: "net-ipv6", Status: report.Background}}
+		},
+		Timeline: func() []report.Phase { return phases },
+	}))
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"hotpath_boot_phase_end_seconds", []string{"phase", "kernel", "background", "false"}, 1.571},
+		{"hotpath_boot_phase_start_seconds", []string{"phase", "ready", "background", "false"}, 1.81},
+		{"hotpath_boot_phase_end_seconds", []string{"phase", "ready", "background", "false"}, 1.9},
+		{"hotpath_boot_phase_start_seconds", []string{"phase", "step net-ipv6", "background", "true"}, 1.751},
+		{"hotpath_boot_step_status", []string{"step", "net-ipv6", "status", "background"}, 1},
+	} {
+		if v := value(t, fams, tc.name, tc.labels...); v != tc.want {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, v, tc.want)
+		}
+	}
+	for _, m := range fams["hotpath_boot_phase_end_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "phase" && l.GetValue() == "step net-ipv6" {
+				t.Errorf("a running background step has an end: %v", m)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/report"
@@ -87,11 +88,11 @@ type StepState = report.Step
 
 var (
 	bootStepStatus = prometheus.NewDesc(Namespace+"_boot_step_status",
-		"Outcome of each boot step: 1 for the step's status (applied, skipped, failed), 0 for the others.",
+		"Outcome of each boot step: 1 for the step's status (applied, skipped, failed, background while it runs after boot), 0 for the others.",
 		[]string{"step", "status"}, nil)
 	bootStepSeconds = prometheus.NewDesc(Namespace+"_boot_step_duration_seconds",
 		"Time a boot step took (apply and verify).", []string{"step"}, nil)
-	bootStatuses = []report.Status{report.Applied, report.Skipped, report.Failed}
+	bootStatuses = []report.Status{report.Applied, report.Skipped, report.Failed, report.Background}
 )
 
 type bootSteps struct{ steps func() []StepState }
@@ -107,6 +108,33 @@ func (c *bootSteps) collect(ch chan<- prometheus.Metric) error {
 			ch <- prometheus.MustNewConstMetric(bootStepStatus, prometheus.GaugeValue, b2f(s.Status == st), s.Name, string(st))
 		}
 		ch <- prometheus.MustNewConstMetric(bootStepSeconds, prometheus.GaugeValue, s.Millis/1000, s.Name)
+	}
+	return nil
+}
+
+var (
+	bootPhaseStart = prometheus.NewDesc(Namespace+"_boot_phase_start_seconds",
+		"When each boot phase began, in seconds since the kernel started (CLOCK_BOOTTIME): kernel, init, each step, workload-exec, ready, and the background steps.",
+		[]string{"phase", "background"}, nil)
+	bootPhaseEnd = prometheus.NewDesc(Namespace+"_boot_phase_end_seconds",
+		"When each boot phase ended, in seconds since the kernel started; absent while a background step still runs.",
+		[]string{"phase", "background"}, nil)
+)
+
+type bootTimeline struct{ phases func() []report.Phase }
+
+func (c *bootTimeline) collect(ch chan<- prometheus.Metric) error {
+	seen := map[string]bool{}
+	for _, p := range c.phases() {
+		if seen[p.Name] {
+			continue // a step run twice: its first phase stands
+		}
+		seen[p.Name] = true
+		bg := strconv.FormatBool(p.Background)
+		ch <- prometheus.MustNewConstMetric(bootPhaseStart, prometheus.GaugeValue, p.Start/1000, p.Name, bg)
+		if p.End >= 0 {
+			ch <- prometheus.MustNewConstMetric(bootPhaseEnd, prometheus.GaugeValue, p.End/1000, p.Name, bg)
+		}
 	}
 	return nil
 }

@@ -53,9 +53,13 @@ type Lease struct {
 
 // DHCPOptions configure the DHCP step.
 type DHCPOptions struct {
-	Interface   string
-	Timeout     time.Duration // per attempt
+	Interface string
+	// Timeout is the first exchange's timeout; each next one doubles it
+	// up to BackoffMax (Schedule). Retries is the number of exchanges
+	// (at boot; the background goes on until it has a lease).
+	Timeout     time.Duration
 	Retries     int
+	BackoffMax  time.Duration // 0: no cap
 	LinkTimeout time.Duration // how long to wait for the link to come up
 	MTU         int           // overrides the lease's MTU when non-zero
 	// ResolvConf is where to write the lease's DNS settings; "" skips it.
@@ -102,12 +106,14 @@ func requestAndInstall(ctx context.Context, o DHCPOptions) (Lease, error) {
 
 // KeepTrying takes a lease in the background once the boot attempts have
 // failed: an instance without an address is unreachable, and nobody can
-// log in to retry. Each attempt is a whole exchange (o.Retries tries of
-// o.Timeout); between attempts it waits min, doubling up to max. It calls
-// bound once with the installed and verified lease and the number of
-// attempts, and returns then or when ctx ends.
+// log in to retry. Each attempt is one exchange whose timeout follows the
+// Schedule from o.Timeout up to max, as at boot; between attempts it waits
+// min, doubling up to max. It calls bound once with the installed and
+// verified lease and the number of attempts, and returns then or when ctx
+// ends.
 func KeepTrying(ctx context.Context, o DHCPOptions, min, max time.Duration, bound func(Lease, int)) {
 	wait := min
+	sched := Schedule{First: o.Timeout, Max: max}
 	for attempt := 1; ; attempt++ {
 		select {
 		case <-ctx.Done():
@@ -115,7 +121,9 @@ func KeepTrying(ctx context.Context, o DHCPOptions, min, max time.Duration, boun
 		case <-time.After(wait):
 		}
 		wait = NextBackoff(wait, max)
-		l, err := requestAndInstall(ctx, o)
+		one := o
+		one.Timeout, one.Retries, one.BackoffMax = sched.Timeout(attempt-1), 1, max
+		l, err := requestAndInstall(ctx, one)
 		if err == nil {
 			err = Verify(ctx, o.Interface, l, o.ProcRoot)
 		}
@@ -179,10 +187,27 @@ func describe(d boot.Detail, l Lease) {
 	}
 }
 
-// RequestLease runs one DHCPv4 exchange on o.Interface with u-root's
+// RequestLease takes a DHCPv4 lease on o.Interface: up to o.Retries
+// exchanges on the back-off Schedule (backoff.go), each with u-root's
 // dhclient (which brings the link up, and closes its AF_PACKET socket
-// before returning) and returns the lease.
+// before returning), until one succeeds or ctx ends.
 func RequestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
+	var l Lease
+	_, err := Retry(ctx, Schedule{First: o.Timeout, Max: o.BackoffMax, Tries: o.Retries},
+		func(ctx context.Context, timeout time.Duration) error {
+			var err error
+			l, err = exchange(ctx, o, timeout)
+			return err
+		})
+	if err != nil {
+		return Lease{}, fmt.Errorf("dhcp %s: no lease: %w", o.Interface, err)
+	}
+	return l, nil
+}
+
+// exchange runs one DHCPv4 exchange that waits up to timeout for each
+// answer.
+func exchange(ctx context.Context, o DHCPOptions, timeout time.Duration) (Lease, error) {
 	// A send that fails at once with ENETDOWN or ENOBUFS is the link
 	// settling, not the network: on Linux 6.12 virtio_net wakes its tx
 	// queues from a work item after ndo_open (virtnet_config_changed_work),
@@ -193,7 +218,7 @@ func RequestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
 	var err error
 	for pause := 100 * time.Millisecond; ; pause *= 2 {
 		var l Lease
-		l, err = requestLease(ctx, o)
+		l, err = requestLease(ctx, o, timeout)
 		if err == nil || !settling(err) || pause > 2*time.Second {
 			return l, err
 		}
@@ -214,7 +239,7 @@ func settling(err error) bool {
 	return errors.Is(err, unix.ENETDOWN) || errors.Is(err, unix.ENOBUFS)
 }
 
-func requestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
+func requestLease(ctx context.Context, o DHCPOptions, timeout time.Duration) (Lease, error) {
 	nonblockingXID()
 	link, err := netlink.LinkByName(o.Interface)
 	if err != nil {
@@ -227,8 +252,10 @@ func requestLease(ctx context.Context, o DHCPOptions) (Lease, error) {
 	log.SetPrefix("")
 	log.SetOutput(firstLine{o.Log})
 	cfg := dhclient.Config{
-		Timeout: o.Timeout,
-		Retries: o.Retries,
+		// One try: the library doubles its timeout on each retry without
+		// a bound; RequestLease retries on its own Schedule instead.
+		Timeout: timeout,
+		Retries: 1,
 		Modifiers4: []dhcpv4.Modifier{
 			dhcpv4.WithRequestedOptions(dhcpv4.OptionSubnetMask, dhcpv4.OptionRouter,
 				dhcpv4.OptionInterfaceMTU, dhcpv4.OptionDomainNameServer, dhcpv4.OptionClasslessStaticRoute),

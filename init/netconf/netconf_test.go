@@ -87,6 +87,29 @@ func TestHelperNetconfChild(t *testing.T) {
 		fmt.Printf("RESULT %s\n", b)
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
+	case "cap":
+		// No server answers: six exchanges, each capped at 300 ms.
+		step = DHCPStep(DHCPOptions{Interface: ifname, Timeout: 300 * time.Millisecond, Retries: 6,
+			BackoffMax: 300 * time.Millisecond, LinkTimeout: 5 * time.Second, ProcRoot: "/proc"})
+	case "deadline":
+		// The boot with no server: exchanges without end but for the
+		// network deadline; then the background attempts.
+		o := DHCPOptions{Interface: ifname, Timeout: 300 * time.Millisecond, Retries: 1000,
+			BackoffMax: 400 * time.Millisecond, LinkTimeout: 5 * time.Second, ProcRoot: "/proc"}
+		r := boot.RunOne(context.Background(), boot.Before(time.Now().Add(1500*time.Millisecond), DHCPStep(o)))
+		fmt.Printf("STEP %s %.0f %s\n", r.Status, r.Millis, r.Error)
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		var res childResult
+		KeepTrying(ctx, o, 100*time.Millisecond, 400*time.Millisecond, func(l Lease, attempts int) {
+			res.Step = report.Step{Name: "retry", Status: report.Applied, Detail: map[string]string{
+				"address": l.Addr.String(), "attempts": fmt.Sprint(attempts)}}
+		})
+		res.Packets, _ = PacketSockets("/proc")
+		b, _ := json.Marshal(res)
+		fmt.Printf("RESULT %s\n", b)
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
 	case "static":
 		step = StaticStep(ifname, Lease{Addr: netip.MustParsePrefix("10.78.0.9/24"),
 			Gateway: netip.MustParseAddr("10.78.0.1"), MTU: 1300}, "/proc")
@@ -167,10 +190,25 @@ type dhcpServer struct {
 
 func startServer(t *testing.T, ns, ifname string, lease net.IP) *dhcpServer {
 	t.Helper()
+	return startServerAnswering(t, ns, ifname, lease, true)
+}
+
+// startSilentServer counts the requests on ifname inside ns and answers
+// none.
+func startSilentServer(t *testing.T, ns, ifname string) *dhcpServer {
+	t.Helper()
+	return startServerAnswering(t, ns, ifname, nil, false)
+}
+
+func startServerAnswering(t *testing.T, ns, ifname string, lease net.IP, answer bool) *dhcpServer {
+	t.Helper()
 	d := &dhcpServer{}
 	serverIP := net.IPv4(10, 77, 0, 1)
 	handler := func(conn net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4) {
 		d.requests.Add(1)
+		if !answer {
+			return
+		}
 		var typ dhcpv4.MessageType
 		switch m.MessageType() {
 		case dhcpv4.MessageTypeDiscover:

@@ -60,10 +60,18 @@ type Options struct {
 	Mode      Mode
 	// RAWait bounds the wait for a router advertisement.
 	RAWait time.Duration
-	// DHCPTimeout is the time of one DHCPv6 attempt, DHCPRetries the
-	// attempts (the DHCPv4 keys' values).
+	// DHCPTimeout is the first DHCPv6 exchange's timeout, doubling on
+	// each next one up to BackoffMax; DHCPRetries the exchanges, 0 until
+	// ctx ends (the DHCPv4 keys' values: netconf.Schedule).
 	DHCPTimeout time.Duration
 	DHCPRetries int
+	BackoffMax  time.Duration
+	// PacketSocketsElsewhere, when it reports true, tells the verify
+	// step that another part of the init has an AF_PACKET socket open
+	// on purpose (a DHCPv4 retry in the background): the IPv6 client
+	// opens none (UDP), so the check that none is open is skipped
+	// rather than failing an installed address. nil: always checked.
+	PacketSocketsElsewhere func() bool
 	// Static is the address and gateway of static mode.
 	Static Lease
 	// ProcRoot is where /proc is mounted: the interface's sysctls and
@@ -100,7 +108,11 @@ func Step(o Options) boot.Step {
 					return err
 				}
 			}
-			return Verify(ctx, o.Interface, want, o.ProcRoot)
+			procRoot := o.ProcRoot
+			if o.PacketSocketsElsewhere != nil && o.PacketSocketsElsewhere() {
+				procRoot, d["packet_sockets"] = "", "not checked: a DHCPv4 retry holds one"
+			}
+			return Verify(ctx, o.Interface, want, procRoot)
 		},
 	}
 }
@@ -163,7 +175,7 @@ func dhcp(ctx context.Context, o Options, d boot.Detail) (Lease, error) {
 	if _, err := WaitLinkLocal(ctx, o.Interface, linkLocalWait); err != nil {
 		return Lease{}, err
 	}
-	l, err := RequestLease(ctx, o.Interface, o.DHCPTimeout, o.DHCPRetries)
+	l, err := requestOnSchedule(ctx, o)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -208,7 +220,7 @@ func slaac(ctx context.Context, o Options, d boot.Detail) (Lease, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return Lease{}, ctx.Err()
+			return Lease{}, fmt.Errorf("%s: waiting for an autoconfigured address: %w", o.Interface, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}

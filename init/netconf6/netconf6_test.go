@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 	"github.com/insomniacslk/dhcp/dhcpv6"
+	"golang.org/x/sys/unix"
 )
 
 const childEnv = "HOTPATH_NETCONF6_CHILD"
@@ -39,8 +41,32 @@ func TestHelperNetconf6Child(t *testing.T) {
 	wait, _ := time.ParseDuration(os.Getenv("HOTPATH_NETCONF6_WAIT"))
 	o := Options{Interface: os.Getenv("HOTPATH_NETCONF6_IF"), Mode: Mode(mode), RAWait: wait,
 		DHCPTimeout: 2 * time.Second, DHCPRetries: 3, ProcRoot: "/proc"}
+	if os.Getenv("HOTPATH_NETCONF6_CAP") != "" {
+		// No server answers: six exchanges, each capped at 300 ms.
+		o.DHCPTimeout, o.DHCPRetries, o.BackoffMax = 300*time.Millisecond, 6, 300*time.Millisecond
+	}
+	if os.Getenv("HOTPATH_NETCONF6_PACKET") != "" {
+		// Another user of a packet socket, as a DHCPv4 retry is.
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			t.Fatalf("packet socket: %v", err)
+		}
+		defer unix.Close(fd)
+		if os.Getenv("HOTPATH_NETCONF6_PACKET") == "declared" {
+			o.PacketSocketsElsewhere = func() bool { return true }
+		}
+	}
 	if mode == string(Static) {
 		o.Static = Lease{Addr: netip.MustParsePrefix("fd00:78::9/64"), Gateway: netip.MustParseAddr("fd00:78::1")}
+	}
+	if os.Getenv("HOTPATH_NETCONF6_DEADLINE") != "" {
+		// The IPv6-only boot with no DHCPv6 server: exchanges without
+		// end but for the network deadline (3 s); then the retry the
+		// init runs in the background, until a server answers.
+		o.DHCPTimeout, o.DHCPRetries, o.BackoffMax = 300*time.Millisecond, 1000, 400*time.Millisecond
+		r := boot.RunOne(context.Background(), boot.Before(time.Now().Add(3*time.Second), Step(o)))
+		fmt.Printf("STEP %s %.0f %s\n", r.Status, r.Millis, r.Error)
+		o.DHCPRetries = 0
 	}
 	start := time.Now()
 	res := childResult{Step: boot.RunOne(context.Background(), Step(o))}
@@ -68,12 +94,20 @@ func pair(t *testing.T) (srv, cli *vm.Netns) {
 
 // runChild runs the step in cli and returns its result and the number
 // of AF_PACKET sockets in cli read from outside while the child lives.
-func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration) (childResult, int) {
+func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration, env ...string) (childResult, int) {
+	t.Helper()
+	return runChildWatch(t, cli, mode, wait, nil, env...)
+}
+
+// runChildWatch is runChild, calling onLine with each line the child
+// prints before its result.
+func runChildWatch(t *testing.T, cli *vm.Netns, mode string, wait time.Duration, onLine func(string), env ...string) (childResult, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := cli.Command(ctx, os.Args[0], "-test.run=^TestHelperNetconf6Child$", "-test.v")
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, "HOTPATH_NETCONF6_IF=v6c", "HOTPATH_NETCONF6_WAIT="+wait.String())
+	cmd.Env = append(cmd.Env, env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -86,6 +120,9 @@ func runChild(t *testing.T, cli *vm.Netns, mode string, wait time.Duration) (chi
 		rest, ok := strings.CutPrefix(sc.Text(), "RESULT ")
 		if !ok {
 			t.Logf("child: %s", sc.Text())
+			if onLine != nil {
+				onLine(sc.Text())
+			}
 			continue
 		}
 		var res childResult
@@ -248,5 +285,104 @@ func TestAutoCostOnIPv4Subnet(t *testing.T) {
 		auto.Millis, fromUp.Round(time.Millisecond), off.Millis)
 	if auto.Millis > 2000+500 {
 		t.Errorf("auto took %d ms, over its 2 s bound", auto.Millis)
+	}
+}
+
+// TestDHCPv6BackoffCap: a managed advertisement and no DHCPv6 server: six
+// exchanges of 300 ms capped at 300 ms take about 1.8 s after the
+// link-local address; the library's own retries (the timeout doubled
+// each time) would take 300 ms × 63 = 18.9 s.
+func TestDHCPv6BackoffCap(t *testing.T) {
+	srv, cli := pair(t)
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Managed: true, Prefix: netip.MustParsePrefix("fd00:78::/64"), Every: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	res, _ := runChild(t, cli, "dhcp", 5*time.Second, "HOTPATH_NETCONF6_CAP=1")
+	if res.Step.Status != report.Failed || !strings.Contains(res.Step.Error, "6 exchanges") {
+		t.Fatalf("step without a DHCPv6 server: %+v", res.Step)
+	}
+	// Before the exchanges: the advertisement and the link-local
+	// address's duplicate address detection (about a second).
+	const sum = 6 * 300 // ms, the capped schedule
+	if res.Step.Millis < sum || res.Step.Millis > sum+5000 {
+		t.Errorf("6 capped DHCPv6 exchanges took %.0f ms, want %d ms and the link-local wait (uncapped: 18900 ms)", res.Step.Millis, sum)
+	}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// TestPacketSocketElsewhere: an AF_PACKET socket open in the namespace
+// fails the IPv6 step's verify (case study step 7), unless the init
+// declares it its own (a DHCPv4 retry in the background beside an IPv6
+// step that opens none): then the address is verified and the step says
+// the socket check was skipped.
+func TestPacketSocketElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		packet string
+		status report.Status
+	}{
+		{"undeclared", report.Failed},
+		{"declared", report.Applied},
+	} {
+		_, cli := pair(t)
+		res, _ := runChild(t, cli, "static", time.Second, "HOTPATH_NETCONF6_PACKET="+tc.packet)
+		if res.Step.Status != tc.status {
+			t.Errorf("%s packet socket: %+v, want %s", tc.packet, res.Step, tc.status)
+		}
+		if tc.status == report.Applied && res.Step.Detail["packet_sockets"] == "" {
+			t.Errorf("declared packet socket: the step does not say the check was skipped: %v", res.Step.Detail)
+		}
+	}
+}
+
+// TestDHCPv6Deadline is the IPv6-only boot (net.mode=off) with no DHCPv6
+// server: the step fails at the network deadline with that reason, the
+// workload would start; the init's background retry (the step again,
+// exchanges until a server answers) takes the lease once a server
+// appears.
+func TestDHCPv6Deadline(t *testing.T) {
+	srv, cli := pair(t)
+	ra, err := srv.StartRA(vm.RAConfig{Iface: "v6s", Managed: true, Prefix: netip.MustParsePrefix("fd00:78::/64"), Every: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	var d6 *vm.DHCP6Server
+	defer func() {
+		if d6 != nil {
+			d6.Close()
+		}
+	}()
+	res, outside := runChildWatch(t, cli, "dhcp", 5*time.Second, func(line string) {
+		rest, ok := strings.CutPrefix(line, "STEP ")
+		if !ok {
+			return
+		}
+		status, rest, _ := strings.Cut(rest, " ")
+		ms, why, _ := strings.Cut(rest, " ")
+		if status != "failed" || !strings.Contains(why, "network deadline reached") {
+			t.Errorf("boot step without a DHCPv6 server: %s %s", status, why)
+		}
+		if v, _ := strconv.ParseFloat(ms, 64); v < 2900 || v > 4500 {
+			t.Errorf("boot step took %s ms, want the 3000 ms deadline and little more", ms)
+		}
+		var err error
+		if d6, err = srv.StartDHCP6(vm.DHCP6Config{Iface: "v6s", ClientIP: netip.MustParseAddr("fd00:78::3")}); err != nil {
+			t.Error(err)
+		}
+	}, "HOTPATH_NETCONF6_DEADLINE=1")
+	if d6 == nil {
+		t.Fatal("the child never reported its boot step")
+	}
+	if res.Step.Status != report.Applied || res.Step.Detail["address"] != "fd00:78::3/128" {
+		t.Fatalf("background retry: %+v (server errors %v)", res.Step, d6.Errors())
+	}
+	if res.Packets != 0 || outside != 0 {
+		t.Errorf("AF_PACKET sockets after the lease: %d/%d", res.Packets, outside)
+	}
+	if a := addrs(t, cli, "v6c"); !strings.Contains(a, "inet6 fd00:78::3/128") {
+		t.Errorf("installed:\n%s", a)
 	}
 }

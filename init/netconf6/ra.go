@@ -146,7 +146,7 @@ func WaitRA(ctx context.Context, ifname string, wait time.Duration) (RA, error) 
 		}
 		select {
 		case <-ctx.Done():
-			return RA{}, ctx.Err()
+			return RA{}, fmt.Errorf("%s: waiting for a router advertisement: %w", ifname, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}
@@ -185,7 +185,7 @@ func WaitLinkLocal(ctx context.Context, ifname string, wait time.Duration) (net.
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("%s: waiting for a usable link-local address (%s): %w", ifname, state, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}

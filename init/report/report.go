@@ -32,6 +32,10 @@ const (
 	Applied Status = "applied" // the step changed the system and its verification passed
 	Skipped Status = "skipped" // the step did not apply here; Reason says why
 	Failed  Status = "failed"  // apply or verify failed; Error says how
+	// Background: the step goes on after the workload started (IPv6 when
+	// IPv4 serves: its address serves when it arrives); its outcome
+	// comes later in an EventStepDone line, the metrics and the timeline.
+	Background Status = "background"
 )
 
 // Step is the result of one boot step.
@@ -87,6 +91,10 @@ type Report struct {
 	// NUMA is the NUMA topology and the NIC's node (nitro.go); nil
 	// without a NIC.
 	NUMA *NUMA `json:"numa,omitempty"`
+	// Timeline is the boot phase by phase on the kernel's clock: kernel
+	// start to init, init to its first step, each step, the workload's
+	// exec, its first accept (ready), and the background steps (timeline.go).
+	Timeline []Phase `json:"timeline,omitempty"`
 	// Compact marks a report printed again to stay within the console's
 	// last 64 KiB (EC2 get-console-output): step details, facts and the
 	// configuration are left out; the first report has them.
@@ -97,14 +105,15 @@ type Report struct {
 	Truncated string `json:"truncated,omitempty"`
 }
 
-// Compacted returns r without step details, facts and configuration: a few
-// hundred bytes per step, enough to see what failed and whether the
-// workload became ready.
+// Compacted returns r without step details, facts, configuration and
+// timeline: a few hundred bytes per step, enough to see what failed and
+// whether the workload became ready.
 func (r Report) Compacted() Report {
 	c := r
 	c.Compact = true
 	c.Config = nil
 	c.Facts = Facts{}
+	c.Timeline = nil // ~60 bytes a phase: the first report and /metrics have it
 	c.Steps = make([]Step, len(r.Steps))
 	for i, s := range r.Steps {
 		s.Detail = nil
@@ -196,6 +205,9 @@ const (
 	EventLink         = "link"        // the primary link lost or regained carrier (Detail: down/up)
 	EventNICReapply   = "nic-reapply" // NIC steps run again (Detail: why; Steps: results)
 	EventCRNGReady    = "crng-ready"  // the kernel's CRNG became ready after the init started
+	// EventStepDone: a background step finished (Steps: its outcome;
+	// Phase: its span on the timeline).
+	EventStepDone = "step-done"
 )
 
 // Event is one thing that happened after boot.
@@ -210,6 +222,9 @@ type Event struct {
 	// Steps are the results of boot steps run again after boot (NIC steps
 	// after a link change or a late DHCP lease).
 	Steps []Step `json:"steps,omitempty"`
+
+	// Phase is the span of the background step of an EventStepDone.
+	Phase *Phase `json:"phase,omitempty"`
 
 	// Time is the NTP state of an EventTimeSync event.
 	Time *TimeSync `json:"time,omitempty"`

@@ -94,6 +94,7 @@ func bootConfig(t *testing.T, cfg vm.Config, timeout time.Duration) *booted {
 	fmt.Fprintf(os.Stderr, "e2e: %s, %d vCPUs under %s: boot report after %v wall time (QEMU start to report), "+
 		"kernel start to workload ready %d ms (guest clock)\n",
 		arch, cpus, g.Accel, time.Since(g.Started).Round(time.Millisecond), rep.ReadyMillis)
+	fmt.Fprintf(os.Stderr, "e2e: timeline: %s\n", TimelineSummary(rep))
 	port := "8080"
 	if rep.Workload != nil && rep.Workload.Port > 0 {
 		port = fmt.Sprint(rep.Workload.Port)

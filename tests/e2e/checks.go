@@ -40,7 +40,8 @@ var requiredSysctls = map[string]string{
 
 // CheckReport checks the report's shape: every step listed with a valid
 // outcome, none failed, NIC steps applied or skipped with a reason, the
-// ready time given, no unknown configuration keys.
+// ready time given, no unknown configuration keys, the boot timeline
+// (CheckTimeline).
 func CheckReport(r *report.Report, cpus int) []error {
 	var errs []error
 	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
@@ -94,6 +95,7 @@ func CheckReport(r *report.Report, cpus int) []error {
 			bad("step %q %s (%s%s), want applied: the case study rests on it", s.Name, s.Status, s.Reason, s.Error)
 		}
 	}
+	errs = append(errs, CheckTimeline(r)...)
 	seen := map[string]bool{}
 	for _, s := range r.Steps {
 		if seen[s.Name] {
@@ -106,6 +108,7 @@ func CheckReport(r *report.Report, cpus int) []error {
 			if s.Reason == "" {
 				bad("step %s skipped without a reason", s.Name)
 			}
+		case report.Background: // its outcome comes in a step-done event
 		case report.Failed:
 			bad("step %s failed: %s", s.Name, s.Error)
 		default:

@@ -56,7 +56,26 @@ func goodReport() *report.Report {
 			},
 		},
 	}
+	r.Timeline = timelineOf(r.Steps, r.ReadyMillis)
 	return r
+}
+
+// timelineOf is the timeline of a boot that ran steps one after another
+// from 300 ms to 1400 ms and was ready at ready ms.
+func timelineOf(steps []report.Step, ready int64) []report.Phase {
+	tl := []report.Phase{{Name: report.PhaseKernel, Start: 0, End: 250}, {Name: report.PhaseInit, Start: 250, End: 300}}
+	at, each := 300.0, 1100.0/float64(len(steps))
+	for _, s := range steps {
+		p := report.Phase{Name: report.StepPhase(s.Name), Start: at, End: at + each}
+		if s.Status == report.Background {
+			p.End, p.Background = -1, true
+		} else {
+			at += each
+		}
+		tl = append(tl, p)
+	}
+	return append(tl, report.Phase{Name: report.PhaseExec, Start: 1400, End: 1410},
+		report.Phase{Name: report.PhaseReady, Start: 1410, End: float64(ready)})
 }
 
 var testNet = Network{Addr: "10.77.0.2/24", Gateway: "10.77.0.1", MTU: 1500}
@@ -70,6 +89,14 @@ func allErrs(r *report.Report) []error {
 func TestChecksPassGoodReport(t *testing.T) {
 	for _, err := range allErrs(goodReport()) {
 		t.Error(err)
+	}
+	// A background step (IPv6 beside an IPv4 boot) still running at
+	// report time passes too.
+	r := goodReport()
+	r.Steps = append(r.Steps, report.Step{Name: "net-ipv6", Status: report.Background})
+	r.Timeline = timelineOf(r.Steps, r.ReadyMillis)
+	for _, err := range allErrs(r) {
+		t.Errorf("with a background step: %v", err)
 	}
 }
 
@@ -126,6 +153,27 @@ func TestChecksCatchViolations(t *testing.T) {
 		{"lifetime", func(r *report.Report) { r.Facts.NIC.Lifetime = "3600" }, "lifetime"},
 		{"address", func(r *report.Report) { r.Facts.NIC.Addrs = nil }, "10.77.0.2/24"},
 		{"mtu", func(r *report.Report) { r.Facts.NIC.MTU = 9000 }, "MTU 9000"},
+		{"no timeline", func(r *report.Report) { r.Timeline = nil }, "no boot timeline"},
+		{"kernel phase missing", func(r *report.Report) { r.Timeline = r.Timeline[1:] }, "phase 0 is init, want kernel"},
+		{"init phase missing", func(r *report.Report) { r.Timeline = slices.Delete(r.Timeline, 1, 2) }, "want init"},
+		{"step phase missing", func(r *report.Report) { r.Timeline = slices.Delete(r.Timeline, 4, 5) }, "want the report's steps in order"},
+		{"steps swapped", func(r *report.Report) {
+			r.Timeline[3].Name, r.Timeline[4].Name = r.Timeline[4].Name, r.Timeline[3].Name
+		}, "want the report's steps in order"},
+		{"step out of order", func(r *report.Report) { r.Timeline[5].Start -= 200 }, "out of order"},
+		{"ends before it starts", func(r *report.Report) { r.Timeline[5].End = r.Timeline[5].Start - 1 }, "before it starts"},
+		{"exec missing", func(r *report.Report) { r.Timeline = slices.Delete(r.Timeline, len(r.Timeline)-2, len(r.Timeline)-1) }, "want workload-exec"},
+		{"ready missing", func(r *report.Report) { r.Timeline = r.Timeline[:len(r.Timeline)-1] }, "want ready"},
+		{"ready not ready_ms", func(r *report.Report) { r.ReadyMillis = 1800 }, "ready_ms is 1800"},
+		{"kernel not from 0", func(r *report.Report) { r.Timeline[0].Start = 5 }, "want 0"},
+		{"background step in the foreground", func(r *report.Report) {
+			r.Steps[5].Status = report.Background
+		}, "is background but its phase has background=false"},
+		{"background ends before it starts", func(r *report.Report) {
+			r.Steps = append(r.Steps, report.Step{Name: "net-ipv6", Status: report.Background})
+			r.Timeline = timelineOf(r.Steps, r.ReadyMillis)
+			r.Timeline[len(r.Timeline)-3].End = 1
+		}, "background phase \"step net-ipv6\" ends at 1.0 ms before it starts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := goodReport()
@@ -139,5 +187,17 @@ func TestChecksCatchViolations(t *testing.T) {
 				t.Errorf("errors %q do not mention %q", msgs, tc.want)
 			}
 		})
+	}
+}
+
+func TestTimelineSummary(t *testing.T) {
+	r := goodReport()
+	r.Steps = append(r.Steps, report.Step{Name: "net-ipv6", Status: report.Background})
+	r.Timeline = timelineOf(r.Steps, r.ReadyMillis)
+	got := TimelineSummary(r)
+	for _, want := range []string{"kernel 250;", "init 50;", "net-ipv6: background from 1327;", "workload-exec 10;", "ready 90;", "steps 1027 ("} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q lacks %q", got, want)
+		}
 	}
 }

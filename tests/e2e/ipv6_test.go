@@ -51,11 +51,18 @@ func TestIPv6DualStack(t *testing.T) {
 	v4 := "http://" + net.JoinHostPort(b.Addr, b.port)
 	v6 := "http://" + net.JoinHostPort(vm.GuestAddr6, b.port)
 
+	// With IPv4 the workload does not wait for IPv6 (a background step);
+	// its outcome comes in a step-done event, and its address serves
+	// from then on.
+	s6 := waitStepDone(ctx, t, b, "net-ipv6")
 	t.Run("report", func(t *testing.T) {
 		steps := stepsOf(b.rep)
-		s6, s4 := steps["net-ipv6"], steps["net-dhcp"]
+		s4 := steps["net-dhcp"]
 		if s4.Status != report.Applied {
 			t.Errorf("net-dhcp: %+v", s4)
+		}
+		if s := steps["net-ipv6"]; s.Status != report.Background {
+			t.Errorf("net-ipv6 in the report: %+v, want background (the workload does not wait for it)", s)
 		}
 		d := s6.Detail
 		if s6.Status != report.Applied || d["address"] != vm.GuestAddr6+"/128" || d["ra"] != "managed" ||
@@ -135,6 +142,35 @@ func TestIPv6DualStack(t *testing.T) {
 		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))
 	})
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "inspector: SIGTERM") })
+}
+
+// waitStepDone waits for the step-done event of the background step
+// name and returns its outcome.
+func waitStepDone(ctx context.Context, t *testing.T, b *booted, name string) report.Step {
+	t.Helper()
+	for {
+		evs, err := b.Console.Events(0)
+		if err != nil {
+			t.Fatalf("background step %s: %v", name, err)
+		}
+		for _, ev := range evs {
+			if ev.Kind != report.EventStepDone || len(ev.Steps) != 1 || ev.Steps[0].Name != name {
+				continue
+			}
+			if ev.Phase == nil || ev.Phase.End < ev.Phase.Start {
+				t.Errorf("step-done %s: phase %+v", name, ev.Phase)
+			} else {
+				t.Logf("background step %s %s at %.0f ms after kernel start (%.0f ms in the background; ready at %d ms)",
+					name, ev.Steps[0].Status, ev.Phase.End, ev.Phase.End-ev.Phase.Start, b.rep.ReadyMillis)
+			}
+			return ev.Steps[0]
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no step-done event for %s: %v\n--- console tail ---\n%s", name, ctx.Err(), b.Console.Tail(30))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // checkV6Flow is the IPv4 inspection's flow check over IPv6: each
@@ -316,31 +352,37 @@ func atoiOr(s string, def int) int {
 // TestIPv6AutoCostIPv4 is what the default net.ipv6=auto costs an IPv4-only
 // boot, against net.ipv6=off, in the same run: the default workload in
 // the harness's IPv4-only namespace (no router advertisements), booted
-// once with each. The net-ipv6 step's own time is the cost (the steps run
-// one after another); ready_ms is logged beside it, but it varies by more
-// than that under TCG. Two boots: the figure the issue asks for. First
-// run (TCG, 2 vCPUs, a loaded 2-core host): auto 2171 ms (skipped, no
-// RA within 2 s), off 15 ms; ready 24941 ms and 12149 ms, a difference
-// that is the host's load, not the step.
+// once with each. With IPv4 the IPv6 step is a background step: the
+// boot's cost is its phase on the way to ready, none (it is not on it);
+// its own outcome (auto: skipped after net.ipv6_ra_wait) comes later in
+// a step-done event. ready_ms is logged beside it, but it varies by more
+// than that under TCG. Before IPv6 left the critical path (TCG, 2 vCPUs,
+// a loaded 2-core host): auto 2171 ms on the way to ready (skipped, no
+// RA within 2 s), off 15 ms.
 func TestIPv6AutoCostIPv4(t *testing.T) {
 	requireE2E(t)
 	for _, tc := range []struct {
 		mode   string
-		status report.Status
-		maxMS  float64
+		status report.Status // in the step-done event
 	}{
-		{"auto", report.Skipped, 2500}, // bound: net.ipv6_ra_wait 2s
-		{"off", report.Applied, 200},   // one sysctl write
+		{"auto", report.Skipped}, // no RA within net.ipv6_ra_wait
+		{"off", report.Applied},  // one sysctl write
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			// Each guest ends with its subtest (vm.Boot's cleanup).
 			disk := buildImageConfig(t, "", []byte("net.ipv6="+tc.mode+"\n"))
 			b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2}, 0)
 			s := stepsOf(b.rep)["net-ipv6"]
-			t.Logf("net.ipv6=%s on an IPv4-only subnet: step %s in %.0f ms (%s), ready %d ms after kernel start",
-				tc.mode, s.Status, s.Millis, s.Reason, b.rep.ReadyMillis)
-			if s.Status != tc.status || s.Millis > tc.maxMS {
-				t.Errorf("net.ipv6=%s: %+v, want %s within %.0f ms", tc.mode, s, tc.status, tc.maxMS)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done := waitStepDone(ctx, t, b, "net-ipv6")
+			t.Logf("net.ipv6=%s on an IPv4-only subnet: %s in the report (%.1f ms on the way to ready), then %s in %.0f ms (%s); ready %d ms after kernel start",
+				tc.mode, s.Status, s.Millis, done.Status, done.Millis, done.Reason, b.rep.ReadyMillis)
+			if s.Status != report.Background || s.Millis > 0 {
+				t.Errorf("net.ipv6=%s: %+v in the report, want background and nothing on the way to ready", tc.mode, s)
+			}
+			if done.Status != tc.status {
+				t.Errorf("net.ipv6=%s: background outcome %+v, want %s", tc.mode, done, tc.status)
 			}
 			if err := CheckGet(context.Background(), b.dial, JSON); err != nil {
 				t.Errorf("net.ipv6=%s: /json over IPv4: %v", tc.mode, err)
