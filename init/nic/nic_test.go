@@ -133,11 +133,10 @@ func TestDiscover(t *testing.T) {
 
 func TestQueueIRQNaming(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		link   Link
-		irqs   []string
-		want   []string // "name:queue"
-		shared bool
+		name string
+		link Link
+		irqs []string
+		want []string // "name:queue"
 	}{
 		{
 			name: "virtio",
@@ -147,10 +146,10 @@ func TestQueueIRQNaming(t *testing.T) {
 			want: []string{"virtio1-input.0:0", "virtio1-output.0:0", "virtio1-input.1:1", "virtio1-output.1:1"},
 		},
 		{
-			name:   "virtio shared vector",
-			link:   Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
-			irqs:   []string{"virtio0-config", "virtio0-virtqueues"},
-			shared: true,
+			name: "virtio shared vector",
+			link: Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
+			irqs: []string{"virtio0-config", "virtio0-virtqueues"},
+			want: []string{"virtio0-virtqueues:0"},
 		},
 		{
 			name: "ena",
@@ -170,12 +169,6 @@ func TestQueueIRQNaming(t *testing.T) {
 			ft := newTree(t)
 			ft.interrupts(t, 2, tc.irqs...)
 			got, err := QueueIRQs(ft.proc, tc.link)
-			if tc.shared {
-				if _, ok := err.(*ErrSharedIRQ); !ok {
-					t.Fatalf("err = %v, want ErrSharedIRQ", err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -451,15 +444,19 @@ func TestMissingFilesSkip(t *testing.T) {
 		CPUs: []int{0, 1}, NrCPUs: 2, Ethtool: et, Netlink: nl, Opt: defaultOpts()}
 	res := runSteps(t, tu)
 	for name, sub := range map[string]string{
-		"nic-channels":     "does not report channels",
-		"nic-gro":          "no rx-gro feature",
-		"nic-irq-affinity": "share one interrupt (virtio0-virtqueues)",
-		"nic-xps":          "xps_cpus (kernel without CONFIG_XPS?)",
-		"nic-rps":          "rps_cpus (kernel without CONFIG_RPS?)",
+		"nic-channels": "does not report channels",
+		"nic-gro":      "no rx-gro feature",
+		"nic-xps":      "xps_cpus (kernel without CONFIG_XPS?)",
+		"nic-rps":      "rps_cpus (kernel without CONFIG_RPS?)",
 	} {
 		if r := res[name]; r.Status != report.Skipped || !strings.Contains(r.Reason, sub) {
 			t.Errorf("%s: %s %q%s, want skipped with %q", name, r.Status, r.Reason, r.Error, sub)
 		}
+	}
+	// The shared vector is placed on queue 0's CPU.
+	if r := res["nic-irq-affinity"]; r.Status != report.Applied || r.Detail["mode"] != "single-vector" ||
+		r.Detail["virtio0-virtqueues"] != "irq 25 -> cpu 0" {
+		t.Errorf("nic-irq-affinity: %+v", r)
 	}
 	for _, s := range SkippedSteps("no NIC") {
 		if r := boot.RunOne(context.Background(), s); r.Status != report.Skipped || r.Reason != "no NIC" {

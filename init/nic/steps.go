@@ -493,7 +493,7 @@ func (t *Tuner) applyIRQ(_ context.Context, d boot.Detail) error {
 		return boot.Skip("nic.irq_affinity=off")
 	}
 	irqs, cpu, err := t.irqPlan()
-	var shared *ErrSharedIRQ
+	var shared *ErrSharedLine
 	if errors.As(err, &shared) {
 		return boot.Skip("%v", shared)
 	}
@@ -503,6 +503,12 @@ func (t *Tuner) applyIRQ(_ context.Context, d boot.Detail) error {
 	if len(irqs) == 0 {
 		return boot.Skip("no per-queue interrupts of %s (driver %s, device %s) in %s/interrupts",
 			t.Link.Name, t.Link.Driver, t.Link.Device, t.ProcRoot)
+	}
+	if irqs[0].Shared {
+		// One vector for every queue (I219, r8169, a device short of
+		// MSI-X vectors): it goes to queue 0's CPU, the one nic-spread
+		// and nic-rps plan the single rx queue's softirq on.
+		d["mode"] = "single-vector"
 	}
 	var errs []error
 	for _, q := range irqs {
