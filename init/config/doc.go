@@ -78,6 +78,8 @@
 //	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
 //	nic.numa_local             [on] fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs)
 //	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order
+//	nic.carrier_wait           [10s] how long nic-link-up waits for the carrier (a dead link fails that
+//	                              step, named as such); 0s checks the admin state only
 //	nic.match                  [] NICs to use, comma-separated: MAC address, PCI address (0000:3b:00.0)
 //	                              or driver name (igb); the first matched is the primary, the others are
 //	                              bond members; NICs not matched are left down. Empty: the first NIC

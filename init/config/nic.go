@@ -87,6 +87,15 @@ type NIC struct {
 	// NUMALocal is nic.numa_local: with fewer queues than workload CPUs,
 	// queues take the CPUs of the NIC's NUMA node first (init/numa).
 	NUMALocal bool
+	// CarrierWait is nic.carrier_wait: how long nic-link-up waits for the
+	// carrier after setting the link up; 0 checks the admin state only.
+	// 10s by default: 1000BASE-T autonegotiation takes 2-4 s on e1000e
+	// and igb, 10GBASE-T and some Broadcom PHYs up to 5-6 s, a virtual NIC
+	// (ENA, virtio-net) has it at once; 10 s covers the slow PHYs with
+	// room and still names a dead link (cable, switch port, SFP) well
+	// before the DHCP client gives up (net.dhcp_retries attempts of
+	// net.dhcp_timeout, 25 s by default) and is blamed for it.
+	CarrierWait time.Duration
 }
 
 // Coalesce is nic.coalesce: how interrupt moderation is set.
@@ -169,4 +178,8 @@ var nicKeys = []Key{
 		"off keeps CPU order",
 		boolSetter(func(c *Config) *bool { return &c.NIC.NUMALocal }),
 		func(c *Config) string { return onOff(c.NIC.NUMALocal) }},
+	{"nic.carrier_wait", "10s", "how long nic-link-up waits for the carrier (a dead link fails that step, named as such); " +
+		"0s checks the admin state only",
+		durSetter(func(c *Config) *time.Duration { return &c.NIC.CarrierWait }),
+		func(c *Config) string { return c.NIC.CarrierWait.String() }},
 }

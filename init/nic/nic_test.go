@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
@@ -45,6 +46,7 @@ func (ft *fakeTree) addNIC(t *testing.T, name string, ifindex int, device, drive
 	dir := filepath.Join(ft.sys, "class/net", name)
 	ft.write(t, filepath.Join(dir, "type"), "1\n")
 	ft.write(t, filepath.Join(dir, "ifindex"), fmt.Sprintf("%d\n", ifindex))
+	ft.write(t, filepath.Join(dir, "carrier"), "1\n")
 	if device != "" {
 		devDir := filepath.Join(ft.sys, "devices/pci0000:00", device)
 		drvDir := filepath.Join(ft.sys, "bus/drivers", driver)
@@ -273,7 +275,8 @@ func runSteps(t *testing.T, tu *Tuner) map[string]report.Step {
 }
 
 func defaultOpts() Options {
-	return Options{Coalesce: "adaptive", RxUsecs: 20, TxUsecs: 64, IRQAffinity: true, XPS: true, Qdisc: "mq"}
+	return Options{Coalesce: "adaptive", RxUsecs: 20, TxUsecs: 64, IRQAffinity: true, XPS: true, Qdisc: "mq",
+		CarrierWait: 10 * time.Second}
 }
 
 func TestVirtioSteps(t *testing.T) {

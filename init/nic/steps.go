@@ -41,6 +41,10 @@ type Tuner struct {
 	// numa-locality step: the NIC's node first); nil is CPU order.
 	QueueOrder []int
 
+	// Clock is the time nic-link-up waits for the carrier in; nil is the
+	// real clock.
+	Clock Clock
+
 	// work is the workload's CPU list once nic-spread ran (CPUs before).
 	work []int
 }
@@ -394,11 +398,13 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func (t *Tuner) applyLinkUp(context.Context, boot.Detail) error {
+// applyLinkUp sets the link up and waits, bounded by nic.carrier_wait,
+// for its carrier (see waitCarrier).
+func (t *Tuner) applyLinkUp(ctx context.Context, d boot.Detail) error {
 	if err := t.Netlink.LinkSetUp(t.Link.Name); err != nil {
 		return fmt.Errorf("link set %s up: %w", t.Link.Name, err)
 	}
-	return nil
+	return t.waitCarrier(ctx, d)
 }
 
 func (t *Tuner) verifyLinkUp(context.Context, boot.Detail) error {
@@ -408,6 +414,15 @@ func (t *Tuner) verifyLinkUp(context.Context, boot.Detail) error {
 	}
 	if !up {
 		return fmt.Errorf("link %s is not up", t.Link.Name)
+	}
+	if t.Opt.CarrierWait > 0 {
+		c, err := t.carrier()
+		if err != nil {
+			return fmt.Errorf("carrier of %s: %w", t.Link.Name, err)
+		}
+		if !c {
+			return fmt.Errorf("link %s has lost its carrier", t.Link.Name)
+		}
 	}
 	return nil
 }
