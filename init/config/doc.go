@@ -80,6 +80,9 @@
 //	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order
 //	nic.carrier_wait           [10s] how long nic-link-up waits for the carrier (a dead link fails that
 //	                              step, named as such); 0s checks the admin state only
+//	nic.tx_push_buf_len        [224] transmit push buffer in bytes where the device offers one (ENA's
+//	                              LLQ header limit: 96 unless set, 224 with large LLQ headers); 0 leaves
+//	                              the driver's value
 //	nic.match                  [] NICs to use, comma-separated: MAC address, PCI address (0000:3b:00.0)
 //	                              or driver name (igb); the first matched is the primary, the others are
 //	                              bond members; NICs not matched are left down. Empty: the first NIC

@@ -96,6 +96,16 @@ type NIC struct {
 	// before the DHCP client gives up (net.dhcp_retries attempts of
 	// net.dhcp_timeout, 25 s by default) and is blamed for it.
 	CarrierWait time.Duration
+	// TxPushBufLen is nic.tx_push_buf_len: the transmit push buffer, in
+	// bytes, where the device offers one (ethtool netlink's
+	// tx-push-buf-len, Linux 6.5+; ENA in LLQ mode). 224 by default: 6.12's
+	// ENA pushes at most 96 bytes of headers unless told otherwise
+	// (ena_eth_com.h ENA_LLQ_HEADER, 128 - 32), and the device drops a
+	// packet whose headers do not fit (an IPv6 ACK with timestamps and one
+	// SACK block has 98: AWS's ENA best practices); 224 is ENA's large
+	// LLQ header (ENA_LLQ_LARGE_HEADER, 256 - 32), which AWS's own driver
+	// turns on by itself on Nitro v4 and later. 0 leaves the driver's value.
+	TxPushBufLen int
 }
 
 // Coalesce is nic.coalesce: how interrupt moderation is set.
@@ -182,4 +192,8 @@ var nicKeys = []Key{
 		"0s checks the admin state only",
 		durSetter(func(c *Config) *time.Duration { return &c.NIC.CarrierWait }),
 		func(c *Config) string { return c.NIC.CarrierWait.String() }},
+	{"nic.tx_push_buf_len", "224", "transmit push buffer in bytes where the device offers one (ENA's LLQ header limit: 96 " +
+		"unless set, 224 with large LLQ headers); 0 leaves the driver's value",
+		intSetter(func(c *Config) *int { return &c.NIC.TxPushBufLen }, 0, 65535),
+		func(c *Config) string { return strconv.Itoa(c.NIC.TxPushBufLen) }},
 }

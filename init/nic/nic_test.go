@@ -248,6 +248,20 @@ type fakeNetlink struct {
 	children []string
 	defQdisc string
 	ntx      int
+	// pushLen and pushMax are the transmit push buffer (ethtool netlink
+	// rings): pushMax 0 is a device that offers none (virtio-net, ENA
+	// outside LLQ mode). A set is checked as ethnl_set_rings does
+	// (EINVAL above the maximum).
+	pushLen, pushMax uint32
+}
+
+func (f *fakeNetlink) TxPushBuf(string) (uint32, uint32, error) { return f.pushLen, f.pushMax, nil }
+func (f *fakeNetlink) SetTxPushBufLen(_ string, n uint32) error {
+	if n > f.pushMax {
+		return unix.EINVAL
+	}
+	f.pushLen = n
+	return nil
 }
 
 func (f *fakeNetlink) LinkSetUp(string) error                  { f.up = true; return nil }
@@ -276,7 +290,7 @@ func runSteps(t *testing.T, tu *Tuner) map[string]report.Step {
 
 func defaultOpts() Options {
 	return Options{Coalesce: "adaptive", RxUsecs: 20, TxUsecs: 64, IRQAffinity: true, XPS: true, Qdisc: "mq",
-		CarrierWait: 10 * time.Second}
+		CarrierWait: 10 * time.Second, TxPushBufLen: 224}
 }
 
 func TestVirtioSteps(t *testing.T) {
@@ -334,7 +348,7 @@ func TestENASteps(t *testing.T) {
 	ft.write(t, filepath.Join(ft.sys, "class/net/eth0/queues/rx-1/rps_cpus"), "3\n")
 	et := &fakeEthtool{ch: ethtool.Channels{MaxCombined: 8, CombinedCount: 8}, features: map[string]bool{"rx-gro": true},
 		co: ethtool.Coalesce{RxCoalesceUsecs: 0, TxCoalesceUsecs: 64}}
-	nl := &fakeNetlink{root: "mq", children: []string{"noqueue", "noqueue"}, defQdisc: "noqueue", ntx: 2}
+	nl := &fakeNetlink{root: "mq", children: []string{"noqueue", "noqueue"}, defQdisc: "noqueue", ntx: 2, pushLen: 96, pushMax: 224}
 	link, _ := Discover(ft.sys, "")
 	tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: link, CPUs: []int{0, 1}, NrCPUs: 2,
 		Ethtool: et, Netlink: nl, Opt: defaultOpts()}
@@ -346,6 +360,9 @@ func TestENASteps(t *testing.T) {
 	}
 	if et.ch.CombinedCount != 2 || et.co.UseAdaptiveRxCoalesce != 1 || res["nic-coalesce"].Detail["mode"] != "adaptive-rx" {
 		t.Errorf("channels %d adaptive %d", et.ch.CombinedCount, et.co.UseAdaptiveRxCoalesce)
+	}
+	if d := res["nic-tx-push-buf"].Detail; nl.pushLen != 224 || d["before"] != "96" || d["tx_push_buf_len"] != "224" {
+		t.Errorf("push buffer %d, detail %v; want 224, read back", nl.pushLen, d)
 	}
 	if res["nic-qdisc"].Detail["changed"] != "no" {
 		t.Errorf("qdisc already mq/noqueue was replaced: %v", res["nic-qdisc"].Detail)

@@ -49,8 +49,8 @@ type Tuner struct {
 	work []int
 }
 
-// Steps returns the NIC steps in the order they must run: channels first
-// (it re-creates queues and IRQs), the spread decision (it needs the queue
+// Steps returns the NIC steps in the order they must run: channels and
+// the push buffer first (each can re-create queues and IRQs), the spread decision (it needs the queue
 // count), link up, interrupt moderation after link-up (a driver may reset
 // it when the device opens: ena_up() re-enables DIM since Linux 6.9), then
 // the per-queue settings. The steps a device reset or a link down/up can
@@ -61,6 +61,7 @@ type Tuner struct {
 func (t *Tuner) Steps() []boot.Step {
 	return []boot.Step{
 		planned("nic-channels", false, t.applyChannels, t.verifyChannels),
+		planned("nic-tx-push-buf", false, t.applyPushBuf, t.verifyPushBuf),
 		{Name: "nic-spread", Apply: t.applySpread},
 		{Name: "nic-gro", Apply: t.applyGRO, Verify: t.verifyGRO, Reapply: true},
 		{Name: "nic-link-up", Apply: t.applyLinkUp, Verify: t.verifyLinkUp},
