@@ -93,6 +93,12 @@
 //	                              resolution)
 //	vlan.id                    [0] 802.1Q VLAN on top of the NIC or bond (the address goes on it); 0 =
 //	                              untagged
+//	power.policy               [auto] CPU power policy (performance governor or EPP, C-state exit
+//	                              latency held through PM QoS): auto on bare metal only, on also under a
+//	                              hypervisor, off leaves the kernel's defaults
+//	power.cpu_latency_us       [2] CPU wake-up latency PID 1 holds through PM QoS
+//	                              (/dev/cpu_dma_latency), µs: 2 keeps C1 and excludes C1E and deeper; 0
+//	                              keeps idle CPUs polling
 //	sysctl.busy_poll           [50] net.core.busy_poll (µs)
 //	sysctl.busy_read           [50] net.core.busy_read (µs)
 //	sysctl.<dotted.name>       [] any other sysctl, e.g. sysctl.net.core.somaxconn=65535; overrides the
