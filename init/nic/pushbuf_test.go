@@ -1,10 +1,14 @@
 package nic
 
 import (
+	"context"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"golang.org/x/sys/unix"
 )
 
 // TestENAPushBuffer: ENA's LLQ push buffer under each device the fleet
@@ -58,5 +62,31 @@ func TestENAPushBuffer(t *testing.T) {
 			}
 			f.checkBound(t, cpus)
 		})
+	}
+}
+
+// TestPushBufferKernel runs nic-tx-push-buf with the real Netlink on lo
+// in a network namespace of the test's own: the kernel's EOPNOTSUPP (lo
+// has no ring parameters) is a skip that says so, not a failure.
+func TestPushBufferKernel(t *testing.T) {
+	done := make(chan struct{})
+	var r report.Step
+	var nsErr error
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the namespace dies with the thread
+		if nsErr = unix.Unshare(unix.CLONE_NEWNET); nsErr != nil {
+			return
+		}
+		opt := defaultOpts()
+		tu := &Tuner{Link: Link{Name: "lo", Driver: "loopback"}, Netlink: NewNetlink(), Opt: opt}
+		r = boot.RunOne(context.Background(), stepNamed(t, tu.Steps(), "nic-tx-push-buf"))
+	}()
+	<-done
+	if nsErr != nil {
+		t.Skipf("no network namespace: %v", nsErr)
+	}
+	if r.Status != report.Skipped || !strings.Contains(r.Reason, "driver loopback reports no rings over ethtool netlink") {
+		t.Errorf("nic-tx-push-buf on lo: %+v", r)
 	}
 }
