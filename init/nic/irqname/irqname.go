@@ -67,12 +67,12 @@ type Scheme struct {
 	// (absent: TxRx) and group "n", the number in the name; nil for a
 	// driver that never has per-queue vectors.
 	queue func(d Device) string
-	// shared is the name of the one vector every queue shares when the
+	// shared are the names of the one vector every queue shares when the
 	// device has no per-queue vectors: MSI or legacy INTx (I217/I218/I219,
 	// r8169, igb/igc/ixgbe without MSI-X), or too few MSI-X vectors. nil
 	// is the interface name, which is what request_irq gets from nearly
 	// every driver in that mode (netdev->name).
-	shared func(d Device) string
+	shared func(d Device) []string
 	// txAfterRx: tx vectors are numbered after the rx vectors (bnxt's
 	// "eth0-tx-4" is tx ring 0 when there are four rx rings).
 	txAfterRx bool
@@ -88,9 +88,10 @@ const kinds = `(?P<kind>TxRx|rx|tx)`
 var Table = []Scheme{
 	{Driver: "virtio_net",
 		Source: "drivers/net/virtio_net.c virtnet_find_vqs (\"input.%d\", \"output.%d\") and " +
-			"drivers/virtio/virtio_pci_common.c vp_find_vqs_msix (\"%s-%s\", dev_name(&vdev->dev), name; \"%s-virtqueues\" when shared)",
+			"drivers/virtio/virtio_pci_common.c vp_find_vqs_msix (\"%s-%s\", dev_name(&vdev->dev), name; \"%s-virtqueues\" when shared) " +
+			"and vp_find_vqs_intx (without MSI-X: one INTx line, IRQF_SHARED, named dev_name(&vdev->dev))",
 		queue:  func(d Device) string { return `^` + q(d.Dev) + `-(?P<kind>input|output)\.(?P<n>\d+)$` },
-		shared: func(d Device) string { return d.Dev + "-virtqueues" }},
+		shared: func(d Device) []string { return []string{d.Dev + "-virtqueues", d.Dev} }},
 	{Driver: "ena",
 		Source: "drivers/net/ethernet/amazon/ena/ena_netdev.c ena_setup_io_intr (\"%s-Tx-Rx-%d\", netdev->name); " +
 			"the admin vector is ena_setup_mgmnt_intr's \"ena-mgmnt@pci:%s\"",
@@ -125,7 +126,7 @@ var Table = []Scheme{
 			"vector 0 is \"mlx5_async0\"; one vector for everything is \"mlx5_combined0\") and mlx5_irq_alloc " +
 			"(MLX5_IRQ_NAME_FORMAT_STR \"%s@pci:%s\", pci_name): completion vector N serves channel N",
 		queue:  func(d Device) string { return `^mlx5_comp(?P<n>\d+)@pci:` + q(d.PCI) + `$` },
-		shared: func(d Device) string { return "mlx5_combined0@pci:" + d.PCI }},
+		shared: func(d Device) []string { return []string{"mlx5_combined0@pci:" + d.PCI} }},
 	{Driver: "r8169",
 		Source: "drivers/net/ethernet/realtek/r8169_main.c rtl_alloc_irq (pci_alloc_irq_vectors(pdev, 1, 1, ...): one vector, " +
 			"MSI-X, MSI or INTx) and rtl_open (request_irq(tp->irq, ..., dev->name)): one queue, one vector named after the interface",
@@ -156,17 +157,17 @@ func For(driver string) Scheme {
 	return Generic
 }
 
-// SharedName is the name of d's all-queues vector under s.
-func (s Scheme) SharedName(d Device) string {
+// SharedNames are the names d's all-queues vector can have under s.
+func (s Scheme) SharedNames(d Device) []string {
 	if s.shared != nil {
 		return s.shared(d)
 	}
-	return d.Ifname
+	return []string{d.Ifname}
 }
 
 // Match finds the queue vectors of d among actions, sorted by queue then
 // IRQ. When there is none, the vectors named after the driver's
-// all-queues vector (SharedName) are returned instead, as queue 0 of kind
+// all-queues vector (SharedNames, the first that is there) are returned instead, as queue 0 of kind
 // All, and shared is that name: a device with a single vector (I219's
 // MSI, r8169's) still has one interrupt to place. e1000e's 82574 with a
 // name of 11 characters or more prints that name for its rx, tx and link
@@ -180,20 +181,18 @@ func (s Scheme) Match(d Device, actions []Action) (vs []Vector, shared string) {
 	if len(vs) > 0 {
 		return vs, ""
 	}
-	name := s.SharedName(d)
-	if name == "" {
-		return nil, ""
-	}
-	for _, a := range actions {
-		if a.Name == name {
-			vs = append(vs, Vector{IRQ: a.IRQ, Name: a.Name, Queue: 0, Kind: All})
+	for _, name := range s.SharedNames(d) {
+		for _, a := range actions {
+			if name != "" && a.Name == name {
+				vs = append(vs, Vector{IRQ: a.IRQ, Name: a.Name, Queue: 0, Kind: All})
+			}
+		}
+		if len(vs) > 0 {
+			sort.Slice(vs, func(i, j int) bool { return vs[i].IRQ < vs[j].IRQ })
+			return vs, name
 		}
 	}
-	if len(vs) == 0 {
-		return nil, ""
-	}
-	sort.Slice(vs, func(i, j int) bool { return vs[i].IRQ < vs[j].IRQ })
-	return vs, name
+	return nil, ""
 }
 
 func (s Scheme) queueVectors(d Device, actions []Action) []Vector {

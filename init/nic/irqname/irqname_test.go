@@ -21,6 +21,9 @@ func TestMatch(t *testing.T) {
 			[]string{"virtio0-input.0 0 rx", "virtio0-output.0 0 tx", "virtio0-input.1 1 rx", "virtio0-output.1 1 tx"}, false},
 		{Device{Driver: "virtio_net", Ifname: "eth0", Dev: "virtio0"},
 			[]string{"virtio0-config", "virtio0-virtqueues"}, []string{"virtio0-virtqueues 0 all"}, true},
+		// virtio-pci without MSI-X: one INTx line named after the device.
+		{Device{Driver: "virtio_net", Ifname: "eth0", Dev: "virtio0"},
+			[]string{"virtio0", "virtio1-config"}, []string{"virtio0 0 all"}, true},
 		{Device{Driver: "ena", Ifname: "eth0", Dev: "0000:00:05.0", PCI: "0000:00:05.0"},
 			[]string{"ena-mgmnt@pci:0000:00:05.0", "eth0-Tx-Rx-0", "eth0-Tx-Rx-1", "eth1-Tx-Rx-0"},
 			[]string{"eth0-Tx-Rx-0 0 TxRx", "eth0-Tx-Rx-1 1 TxRx"}, false},
