@@ -79,7 +79,8 @@
 //	nic.numa_local             [on] fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs)
 //	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order
 //	nic.carrier_wait           [10s] how long nic-link-up waits for the carrier (a dead link fails that
-//	                              step, named as such); 0s checks the admin state only
+//	                              step, named as such), at most 1m (the NIC steps after it wait too); 0s
+//	                              checks the admin state only
 //	nic.tx_push_buf_len        [224] transmit push buffer in bytes where the device offers one (ENA's
 //	                              LLQ header limit: 96 unless set, 224 with large LLQ headers); 0 leaves
 //	                              the driver's value

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -188,12 +189,22 @@ var nicKeys = []Key{
 		"off keeps CPU order",
 		boolSetter(func(c *Config) *bool { return &c.NIC.NUMALocal }),
 		func(c *Config) string { return onOff(c.NIC.NUMALocal) }},
-	{"nic.carrier_wait", "10s", "how long nic-link-up waits for the carrier (a dead link fails that step, named as such); " +
-		"0s checks the admin state only",
-		durSetter(func(c *Config) *time.Duration { return &c.NIC.CarrierWait }),
+	{"nic.carrier_wait", "10s", "how long nic-link-up waits for the carrier (a dead link fails that step, named as such), " +
+		"at most 1m (the NIC steps after it wait too); 0s checks the admin state only",
+		maxDur(durSetter(func(c *Config) *time.Duration { return &c.NIC.CarrierWait }), time.Minute),
 		func(c *Config) string { return c.NIC.CarrierWait.String() }},
 	{"nic.tx_push_buf_len", "224", "transmit push buffer in bytes where the device offers one (ENA's LLQ header limit: 96 " +
 		"unless set, 224 with large LLQ headers); 0 leaves the driver's value",
 		intSetter(func(c *Config) *int { return &c.NIC.TxPushBufLen }, 0, 65535),
 		func(c *Config) string { return strconv.Itoa(c.NIC.TxPushBufLen) }},
+}
+
+// maxDur bounds a duration key: the boot waits that long at worst.
+func maxDur(set func(*Config, string) error, hi time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if d, err := time.ParseDuration(v); err == nil && d > hi {
+			return fmt.Errorf("%v is above the maximum, %v", d, hi)
+		}
+		return set(c, v)
+	}
 }
