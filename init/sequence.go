@@ -37,6 +37,7 @@ var sequence = []func(*machine) []boot.Step{
 	rlimitSteps,         // RLIMIT_NOFILE the workload inherits
 	sysctlSteps,         // busy polling, noqueue, reno, backlogs, sysctl.* keys
 	workloadCPUSteps,    // workload.cpus within the online CPUs
+	cpuPowerSteps,       // bare metal: performance governor or EPP, C-state latency through PM QoS (init/cpupower)
 	previousBootSteps,   // a crashed previous boot's kernel log, from pstore (nitro.go)
 	nicDiscoverSteps,    // the primary NIC and its ethtool socket
 	numaSteps,           // NUMA nodes, the NIC's node, queue CPUs local first (nitro.go)

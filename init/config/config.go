@@ -42,6 +42,8 @@ type Config struct {
 	NIC NIC // nic.* (nic.go)
 	// Link is nic.match, bond.*, vlan.* (link.go).
 	Link Link
+	// Power is power.* (power.go).
+	Power Power
 
 	BusyPoll int
 	BusyRead int
@@ -75,7 +77,7 @@ type Key struct {
 // and handled beside it), grouped by the part of the init that uses them.
 // It is the single source for parsing, defaults, the effective-config map
 // in the boot report, and the package documentation (KeyTable, doc.go).
-var Keys = slices.Concat(workloadKeys, instanceKeys, netKeys, ipv6Keys, nicKeys, linkKeys, systemKeys)
+var Keys = slices.Concat(workloadKeys, instanceKeys, netKeys, ipv6Keys, nicKeys, linkKeys, powerKeys, systemKeys)
 
 // workloadKeys configure the workload's process and its probes.
 var workloadKeys = []Key{

@@ -109,6 +109,15 @@ shutdown.grace=3s
 		{name: "not key=value", in: "just words\n", errSub: "line 1"},
 		{name: "bad cidr", in: "net.address=10.0.0.2\n", errSub: "net.address"},
 		{name: "bad mode", in: "net.mode=ppp\n", errSub: "dhcp, static, off"},
+		{name: "carrier wait past its bound", in: "nic.carrier_wait=61s\n", errSub: "nic.carrier_wait"},
+		{name: "carrier wait at its bound", in: "nic.carrier_wait=1m\nnic.tx_push_buf_len=0\npower.policy=on\npower.cpu_latency_us=0\n",
+			check: func(t *testing.T, c Config) {
+				if c.NIC.CarrierWait != time.Minute || c.NIC.TxPushBufLen != 0 || c.Power.Policy != PowerOn || c.Power.CPULatencyUs != 0 {
+					t.Errorf("got %+v %+v", c.NIC, c.Power)
+				}
+			}},
+		{name: "bad power policy", in: "power.policy=max\n", errSub: "auto, on, off"},
+		{name: "negative latency", in: "power.cpu_latency_us=-1\n", errSub: "power.cpu_latency_us"},
 		{name: "sysctl path escape", in: "sysctl.../../etc=1\n", unknown: []string{"sysctl.../../etc"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -84,6 +84,12 @@
 //	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
 //	nic.numa_local             [on] fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs)
 //	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order
+//	nic.carrier_wait           [10s] how long nic-link-up waits for the carrier (a dead link fails that
+//	                              step, named as such), at most 1m (the NIC steps after it wait too); 0s
+//	                              checks the admin state only
+//	nic.tx_push_buf_len        [224] transmit push buffer in bytes where the device offers one (ENA's
+//	                              LLQ header limit: 96 unless set, 224 with large LLQ headers); 0 leaves
+//	                              the driver's value
 //	nic.match                  [] NICs to use, comma-separated: MAC address, PCI address (0000:3b:00.0)
 //	                              or driver name (igb); the first matched is the primary, the others are
 //	                              bond members; NICs not matched are left down. Empty: the first NIC
@@ -94,6 +100,12 @@
 //	                              resolution)
 //	vlan.id                    [0] 802.1Q VLAN on top of the NIC or bond (the address goes on it); 0 =
 //	                              untagged
+//	power.policy               [auto] CPU power policy (performance governor or EPP, C-state exit
+//	                              latency held through PM QoS): auto on bare metal only, on also under a
+//	                              hypervisor, off leaves the kernel's defaults
+//	power.cpu_latency_us       [2] CPU wake-up latency PID 1 holds through PM QoS
+//	                              (/dev/cpu_dma_latency), µs: 2 keeps C1 and excludes C1E and deeper; 0
+//	                              keeps idle CPUs polling
 //	sysctl.busy_poll           [50] net.core.busy_poll (µs)
 //	sysctl.busy_read           [50] net.core.busy_read (µs)
 //	sysctl.<dotted.name>       [] any other sysctl, e.g. sysctl.net.core.somaxconn=65535; overrides the

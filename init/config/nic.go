@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -87,6 +88,25 @@ type NIC struct {
 	// NUMALocal is nic.numa_local: with fewer queues than workload CPUs,
 	// queues take the CPUs of the NIC's NUMA node first (init/numa).
 	NUMALocal bool
+	// CarrierWait is nic.carrier_wait: how long nic-link-up waits for the
+	// carrier after setting the link up; 0 checks the admin state only.
+	// 10s by default: 1000BASE-T autonegotiation takes 2-4 s on e1000e
+	// and igb, 10GBASE-T and some Broadcom PHYs up to 5-6 s, a virtual NIC
+	// (ENA, virtio-net) has it at once; 10 s covers the slow PHYs with
+	// room and still names a dead link (cable, switch port, SFP) well
+	// before the DHCP client gives up (net.dhcp_retries attempts of
+	// net.dhcp_timeout, 25 s by default) and is blamed for it.
+	CarrierWait time.Duration
+	// TxPushBufLen is nic.tx_push_buf_len: the transmit push buffer, in
+	// bytes, where the device offers one (ethtool netlink's
+	// tx-push-buf-len, Linux 6.5+; ENA in LLQ mode). 224 by default: 6.12's
+	// ENA pushes at most 96 bytes of headers unless told otherwise
+	// (ena_eth_com.h ENA_LLQ_HEADER, 128 - 32), and the device drops a
+	// packet whose headers do not fit (an IPv6 ACK with timestamps and one
+	// SACK block has 98: AWS's ENA best practices); 224 is ENA's large
+	// LLQ header (ENA_LLQ_LARGE_HEADER, 256 - 32), which AWS's own driver
+	// turns on by itself on Nitro v4 and later. 0 leaves the driver's value.
+	TxPushBufLen int
 }
 
 // Coalesce is nic.coalesce: how interrupt moderation is set.
@@ -169,4 +189,22 @@ var nicKeys = []Key{
 		"off keeps CPU order",
 		boolSetter(func(c *Config) *bool { return &c.NIC.NUMALocal }),
 		func(c *Config) string { return onOff(c.NIC.NUMALocal) }},
+	{"nic.carrier_wait", "10s", "how long nic-link-up waits for the carrier (a dead link fails that step, named as such), " +
+		"at most 1m (the NIC steps after it wait too); 0s checks the admin state only",
+		maxDur(durSetter(func(c *Config) *time.Duration { return &c.NIC.CarrierWait }), time.Minute),
+		func(c *Config) string { return c.NIC.CarrierWait.String() }},
+	{"nic.tx_push_buf_len", "224", "transmit push buffer in bytes where the device offers one (ENA's LLQ header limit: 96 " +
+		"unless set, 224 with large LLQ headers); 0 leaves the driver's value",
+		intSetter(func(c *Config) *int { return &c.NIC.TxPushBufLen }, 0, 65535),
+		func(c *Config) string { return strconv.Itoa(c.NIC.TxPushBufLen) }},
+}
+
+// maxDur bounds a duration key: the boot waits that long at worst.
+func maxDur(set func(*Config, string) error, hi time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if d, err := time.ParseDuration(v); err == nil && d > hi {
+			return fmt.Errorf("%v is above the maximum, %v", d, hi)
+		}
+		return set(c, v)
+	}
 }

@@ -36,9 +36,70 @@ type fakeENA struct {
 	fixed          map[string]bool // features not in hw_features
 	managedQueues  map[int]bool    // queues whose vector has kernel-managed affinity
 
+	// The LLQ push buffer (ethtool netlink rings), as ena_get_ringparam
+	// and ena_set_ringparam show it: llq is ENA_ADMIN_PLACEMENT_POLICY_DEV
+	// (off: host placement, no push buffer offered, the zero fake);
+	// largeLLQ is a device that offers large LLQ headers (Nitro v4+);
+	// pushLen is tx_max_header_size.
+	llq, largeLLQ bool
+	pushLen       uint32
+
 	nextIRQ int
 	irqs    []int // the Linux IRQ of queue i's vector
-	resets  int   // channel changes, each a device reset
+	resets  int   // channel or push buffer changes, each a device reset
+}
+
+// ENA's LLQ header sizes (drivers/net/ethernet/amazon/ena/ena_eth_com.h,
+// 6.12): the LLQ entry less the 32-byte descriptor.
+const (
+	enaLLQHeader      = 128 - 32 // ENA_LLQ_HEADER
+	enaLLQLargeHeader = 256 - 32 // ENA_LLQ_LARGE_HEADER
+)
+
+// enaNetlink is the fake ENA's Netlink: the qdisc and link fake, with the
+// ethtool netlink rings of the device.
+type enaNetlink struct {
+	*fakeNetlink
+	f *fakeENA
+}
+
+// TxPushBuf is ena_get_ringparam: in LLQ mode the current header size
+// and the largest the device offers; outside it no push buffer (the
+// kernel then leaves both attributes out of the reply).
+func (n enaNetlink) TxPushBuf(string) (uint32, uint32, error) {
+	f := n.f
+	switch {
+	case !f.llq:
+		return 0, 0, nil
+	case f.largeLLQ:
+		return f.pushLen, enaLLQLargeHeader, nil
+	}
+	return f.pushLen, enaLLQHeader, nil
+}
+
+// SetTxPushBufLen is ethnl_set_rings then ena_set_ringparam: EINVAL above
+// the maximum (net/ethtool/rings.c), nothing done for the current value
+// (no attribute changed: the driver is not called), EOPNOTSUPP in host
+// placement, EINVAL for a size other than the two LLQ header sizes, and
+// a change resets the device (ena_update_queue_params:
+// ena_destroy_device, ena_restore_device): new vectors.
+func (n enaNetlink) SetTxPushBufLen(_ string, v uint32) error {
+	f := n.f
+	_, max, _ := n.TxPushBuf("")
+	switch {
+	case v > max:
+		return unix.EINVAL
+	case v == f.pushLen:
+		return nil
+	case !f.llq:
+		return unix.EOPNOTSUPP
+	case v != enaLLQHeader && v != enaLLQLargeHeader:
+		return unix.EINVAL
+	}
+	f.pushLen = v
+	f.resets++
+	f.setQueues(int(f.ch.CombinedCount))
+	return nil
 }
 
 const enaMgmtIRQ = 20
@@ -57,7 +118,7 @@ func newFakeENA(t *testing.T, combined, max uint32, online []int, nrCPUs int) *f
 
 func (f *fakeENA) tuner(opt Options, cpus []int) *Tuner {
 	return &Tuner{SysRoot: f.ft.sys, ProcRoot: f.ft.proc, Link: f.link, CPUs: cpus, NrCPUs: f.nrCPUs,
-		Ethtool: f, Netlink: &fakeNetlink{root: "mq", defQdisc: "noqueue", ntx: int(f.ch.CombinedCount)}, Files: f, Opt: opt}
+		Ethtool: f, Netlink: enaNetlink{&fakeNetlink{root: "mq", defQdisc: "noqueue", ntx: int(f.ch.CombinedCount)}, f}, Files: f, Opt: opt}
 }
 
 // setQueues brings the device to n queues the way a channel change does

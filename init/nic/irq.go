@@ -87,13 +87,22 @@ type QueueIRQ struct {
 	IRQ   int
 	Name  string
 	Queue int
+	// Shared marks the one vector of a device without per-queue vectors
+	// (I219's MSI, r8169's, virtio's "virtqueues"): it serves every
+	// queue and is given as queue 0.
+	Shared bool
 }
 
-// ErrSharedIRQ reports that the device's queues share a single interrupt.
-type ErrSharedIRQ struct{ Name string }
+// ErrSharedLine reports that a device's only interrupt is a legacy line
+// that other devices' handlers share: moving it would move theirs too.
+type ErrSharedLine struct {
+	IRQ     int
+	Actions []string
+}
 
-func (e *ErrSharedIRQ) Error() string {
-	return fmt.Sprintf("all queues share one interrupt (%s): no per-queue MSI-X vectors", e.Name)
+func (e *ErrSharedLine) Error() string {
+	return fmt.Sprintf("the device's only interrupt, irq %d, is a line shared with other handlers (%s): left where it is",
+		e.IRQ, strings.Join(e.Actions, ", "))
 }
 
 // QueueIRQs finds the per-queue interrupts of l in procRoot/interrupts by
@@ -129,22 +138,27 @@ func queueIRQs(procRoot string, l Link, only map[int]bool) ([]QueueIRQ, error) {
 		return nil, fmt.Errorf("nic: parse interrupts: %w", err)
 	}
 	var actions []irqname.Action
+	names := map[int][]string{}
 	for _, in := range ints {
 		if only != nil && !only[in.IRQ] {
 			continue
 		}
+		names[in.IRQ] = in.Names
 		for _, name := range in.Names {
 			actions = append(actions, irqname.Action{IRQ: in.IRQ, Name: name})
 		}
 	}
 	s := irqname.For(l.Driver)
 	vs, shared := s.Match(irqname.Device{Driver: l.Driver, Ifname: l.Name, Dev: l.Device, PCI: l.PCI}, actions)
-	if len(vs) == 0 && shared != "" {
-		return nil, &ErrSharedIRQ{Name: shared}
-	}
 	out := make([]QueueIRQ, len(vs))
 	for i, v := range vs {
-		out[i] = QueueIRQ{IRQ: v.IRQ, Name: v.Name, Queue: v.Queue}
+		if shared != "" && len(names[v.IRQ]) > 1 {
+			// An MSI vector is never shared (request_irq without
+			// IRQF_SHARED); an INTx line may be (e1000e and r8169
+			// request it IRQF_SHARED).
+			return nil, &ErrSharedLine{IRQ: v.IRQ, Actions: names[v.IRQ]}
+		}
+		out[i] = QueueIRQ{IRQ: v.IRQ, Name: v.Name, Queue: v.Queue, Shared: shared != ""}
 	}
 	return out, nil
 }

@@ -60,15 +60,15 @@ func TestQueueIRQsArm64(t *testing.T) {
 		err  string
 	}{
 		{Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"}, []QueueIRQ{
-			{17, "virtio0-input.0", 0}, {18, "virtio0-output.0", 0}, {19, "virtio0-input.1", 1}, {20, "virtio0-output.1", 1},
-			{21, "virtio0-input.2", 2}, {22, "virtio0-output.2", 2}, {23, "virtio0-input.3", 3}, {24, "virtio0-output.3", 3},
+			{17, "virtio0-input.0", 0, false}, {18, "virtio0-output.0", 0, false}, {19, "virtio0-input.1", 1, false}, {20, "virtio0-output.1", 1, false},
+			{21, "virtio0-input.2", 2, false}, {22, "virtio0-output.2", 2, false}, {23, "virtio0-input.3", 3, false}, {24, "virtio0-output.3", 3, false},
 		}, ""},
 		// ENA on Graviton: the admin vector is not a queue.
 		{Link{Name: "eth1", Driver: "ena", Device: "0000:00:05.0"}, []QueueIRQ{
-			{26, "eth1-Tx-Rx-0", 0}, {27, "eth1-Tx-Rx-1", 1},
+			{26, "eth1-Tx-Rx-0", 0, false}, {27, "eth1-Tx-Rx-1", 1, false},
 		}, ""},
-		// Too few vectors under GICv2m: one shared interrupt, reported as such.
-		{Link{Name: "eth2", Driver: "virtio_net", Device: "virtio1"}, nil, "all queues share one interrupt (virtio1-virtqueues)"},
+		// Too few vectors under GICv2m: the one shared interrupt, as queue 0.
+		{Link{Name: "eth2", Driver: "virtio_net", Device: "virtio1"}, []QueueIRQ{{28, "virtio1-virtqueues", 0, true}}, ""},
 	} {
 		got, err := QueueIRQs(proc, tc.link)
 		if tc.err != "" {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
@@ -45,6 +46,7 @@ func (ft *fakeTree) addNIC(t *testing.T, name string, ifindex int, device, drive
 	dir := filepath.Join(ft.sys, "class/net", name)
 	ft.write(t, filepath.Join(dir, "type"), "1\n")
 	ft.write(t, filepath.Join(dir, "ifindex"), fmt.Sprintf("%d\n", ifindex))
+	ft.write(t, filepath.Join(dir, "carrier"), "1\n")
 	if device != "" {
 		devDir := filepath.Join(ft.sys, "devices/pci0000:00", device)
 		drvDir := filepath.Join(ft.sys, "bus/drivers", driver)
@@ -133,11 +135,10 @@ func TestDiscover(t *testing.T) {
 
 func TestQueueIRQNaming(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		link   Link
-		irqs   []string
-		want   []string // "name:queue"
-		shared bool
+		name string
+		link Link
+		irqs []string
+		want []string // "name:queue"
 	}{
 		{
 			name: "virtio",
@@ -147,10 +148,10 @@ func TestQueueIRQNaming(t *testing.T) {
 			want: []string{"virtio1-input.0:0", "virtio1-output.0:0", "virtio1-input.1:1", "virtio1-output.1:1"},
 		},
 		{
-			name:   "virtio shared vector",
-			link:   Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
-			irqs:   []string{"virtio0-config", "virtio0-virtqueues"},
-			shared: true,
+			name: "virtio shared vector",
+			link: Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
+			irqs: []string{"virtio0-config", "virtio0-virtqueues"},
+			want: []string{"virtio0-virtqueues:0"},
 		},
 		{
 			name: "ena",
@@ -170,12 +171,6 @@ func TestQueueIRQNaming(t *testing.T) {
 			ft := newTree(t)
 			ft.interrupts(t, 2, tc.irqs...)
 			got, err := QueueIRQs(ft.proc, tc.link)
-			if tc.shared {
-				if _, ok := err.(*ErrSharedIRQ); !ok {
-					t.Fatalf("err = %v, want ErrSharedIRQ", err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,6 +248,20 @@ type fakeNetlink struct {
 	children []string
 	defQdisc string
 	ntx      int
+	// pushLen and pushMax are the transmit push buffer (ethtool netlink
+	// rings): pushMax 0 is a device that offers none (virtio-net, ENA
+	// outside LLQ mode). A set is checked as ethnl_set_rings does
+	// (EINVAL above the maximum).
+	pushLen, pushMax uint32
+}
+
+func (f *fakeNetlink) TxPushBuf(string) (uint32, uint32, error) { return f.pushLen, f.pushMax, nil }
+func (f *fakeNetlink) SetTxPushBufLen(_ string, n uint32) error {
+	if n > f.pushMax {
+		return unix.EINVAL
+	}
+	f.pushLen = n
+	return nil
 }
 
 func (f *fakeNetlink) LinkSetUp(string) error                  { f.up = true; return nil }
@@ -280,7 +289,8 @@ func runSteps(t *testing.T, tu *Tuner) map[string]report.Step {
 }
 
 func defaultOpts() Options {
-	return Options{Coalesce: "adaptive", RxUsecs: 20, TxUsecs: 64, IRQAffinity: true, XPS: true, Qdisc: "mq"}
+	return Options{Coalesce: "adaptive", RxUsecs: 20, TxUsecs: 64, IRQAffinity: true, XPS: true, Qdisc: "mq",
+		CarrierWait: 10 * time.Second, TxPushBufLen: 224}
 }
 
 func TestVirtioSteps(t *testing.T) {
@@ -338,7 +348,7 @@ func TestENASteps(t *testing.T) {
 	ft.write(t, filepath.Join(ft.sys, "class/net/eth0/queues/rx-1/rps_cpus"), "3\n")
 	et := &fakeEthtool{ch: ethtool.Channels{MaxCombined: 8, CombinedCount: 8}, features: map[string]bool{"rx-gro": true},
 		co: ethtool.Coalesce{RxCoalesceUsecs: 0, TxCoalesceUsecs: 64}}
-	nl := &fakeNetlink{root: "mq", children: []string{"noqueue", "noqueue"}, defQdisc: "noqueue", ntx: 2}
+	nl := &fakeNetlink{root: "mq", children: []string{"noqueue", "noqueue"}, defQdisc: "noqueue", ntx: 2, pushLen: 96, pushMax: 224}
 	link, _ := Discover(ft.sys, "")
 	tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: link, CPUs: []int{0, 1}, NrCPUs: 2,
 		Ethtool: et, Netlink: nl, Opt: defaultOpts()}
@@ -350,6 +360,9 @@ func TestENASteps(t *testing.T) {
 	}
 	if et.ch.CombinedCount != 2 || et.co.UseAdaptiveRxCoalesce != 1 || res["nic-coalesce"].Detail["mode"] != "adaptive-rx" {
 		t.Errorf("channels %d adaptive %d", et.ch.CombinedCount, et.co.UseAdaptiveRxCoalesce)
+	}
+	if d := res["nic-tx-push-buf"].Detail; nl.pushLen != 224 || d["before"] != "96" || d["tx_push_buf_len"] != "224" {
+		t.Errorf("push buffer %d, detail %v; want 224, read back", nl.pushLen, d)
 	}
 	if res["nic-qdisc"].Detail["changed"] != "no" {
 		t.Errorf("qdisc already mq/noqueue was replaced: %v", res["nic-qdisc"].Detail)
@@ -451,15 +464,19 @@ func TestMissingFilesSkip(t *testing.T) {
 		CPUs: []int{0, 1}, NrCPUs: 2, Ethtool: et, Netlink: nl, Opt: defaultOpts()}
 	res := runSteps(t, tu)
 	for name, sub := range map[string]string{
-		"nic-channels":     "does not report channels",
-		"nic-gro":          "no rx-gro feature",
-		"nic-irq-affinity": "share one interrupt (virtio0-virtqueues)",
-		"nic-xps":          "xps_cpus (kernel without CONFIG_XPS?)",
-		"nic-rps":          "rps_cpus (kernel without CONFIG_RPS?)",
+		"nic-channels": "does not report channels",
+		"nic-gro":      "no rx-gro feature",
+		"nic-xps":      "xps_cpus (kernel without CONFIG_XPS?)",
+		"nic-rps":      "rps_cpus (kernel without CONFIG_RPS?)",
 	} {
 		if r := res[name]; r.Status != report.Skipped || !strings.Contains(r.Reason, sub) {
 			t.Errorf("%s: %s %q%s, want skipped with %q", name, r.Status, r.Reason, r.Error, sub)
 		}
+	}
+	// The shared vector is placed on queue 0's CPU.
+	if r := res["nic-irq-affinity"]; r.Status != report.Applied || r.Detail["mode"] != "single-vector" ||
+		r.Detail["virtio0-virtqueues"] != "irq 25 -> cpu 0" {
+		t.Errorf("nic-irq-affinity: %+v", r)
 	}
 	for _, s := range SkippedSteps("no NIC") {
 		if r := boot.RunOne(context.Background(), s); r.Status != report.Skipped || r.Reason != "no NIC" {

@@ -41,12 +41,16 @@ type Tuner struct {
 	// numa-locality step: the NIC's node first); nil is CPU order.
 	QueueOrder []int
 
+	// Clock is the time nic-link-up waits for the carrier in; nil is the
+	// real clock.
+	Clock Clock
+
 	// work is the workload's CPU list once nic-spread ran (CPUs before).
 	work []int
 }
 
-// Steps returns the NIC steps in the order they must run: channels first
-// (it re-creates queues and IRQs), the spread decision (it needs the queue
+// Steps returns the NIC steps in the order they must run: channels and
+// the push buffer first (each can re-create queues and IRQs), the spread decision (it needs the queue
 // count), link up, interrupt moderation after link-up (a driver may reset
 // it when the device opens: ena_up() re-enables DIM since Linux 6.9), then
 // the per-queue settings. The steps a device reset or a link down/up can
@@ -57,6 +61,7 @@ type Tuner struct {
 func (t *Tuner) Steps() []boot.Step {
 	return []boot.Step{
 		planned("nic-channels", false, t.applyChannels, t.verifyChannels),
+		planned("nic-tx-push-buf", false, t.applyPushBuf, t.verifyPushBuf),
 		{Name: "nic-spread", Apply: t.applySpread},
 		{Name: "nic-gro", Apply: t.applyGRO, Verify: t.verifyGRO, Reapply: true},
 		{Name: "nic-link-up", Apply: t.applyLinkUp, Verify: t.verifyLinkUp},
@@ -394,11 +399,13 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func (t *Tuner) applyLinkUp(context.Context, boot.Detail) error {
+// applyLinkUp sets the link up and waits, bounded by nic.carrier_wait,
+// for its carrier (see waitCarrier).
+func (t *Tuner) applyLinkUp(ctx context.Context, d boot.Detail) error {
 	if err := t.Netlink.LinkSetUp(t.Link.Name); err != nil {
 		return fmt.Errorf("link set %s up: %w", t.Link.Name, err)
 	}
-	return nil
+	return t.waitCarrier(ctx, d)
 }
 
 func (t *Tuner) verifyLinkUp(context.Context, boot.Detail) error {
@@ -408,6 +415,15 @@ func (t *Tuner) verifyLinkUp(context.Context, boot.Detail) error {
 	}
 	if !up {
 		return fmt.Errorf("link %s is not up", t.Link.Name)
+	}
+	if t.Opt.CarrierWait > 0 {
+		c, err := t.carrier()
+		if err != nil {
+			return fmt.Errorf("carrier of %s: %w", t.Link.Name, err)
+		}
+		if !c {
+			return fmt.Errorf("link %s has lost its carrier", t.Link.Name)
+		}
 	}
 	return nil
 }
@@ -493,7 +509,7 @@ func (t *Tuner) applyIRQ(_ context.Context, d boot.Detail) error {
 		return boot.Skip("nic.irq_affinity=off")
 	}
 	irqs, cpu, err := t.irqPlan()
-	var shared *ErrSharedIRQ
+	var shared *ErrSharedLine
 	if errors.As(err, &shared) {
 		return boot.Skip("%v", shared)
 	}
@@ -503,6 +519,12 @@ func (t *Tuner) applyIRQ(_ context.Context, d boot.Detail) error {
 	if len(irqs) == 0 {
 		return boot.Skip("no per-queue interrupts of %s (driver %s, device %s) in %s/interrupts",
 			t.Link.Name, t.Link.Driver, t.Link.Device, t.ProcRoot)
+	}
+	if irqs[0].Shared {
+		// One vector for every queue (I219, r8169, a device short of
+		// MSI-X vectors): it goes to queue 0's CPU, the one nic-spread
+		// and nic-rps plan the single rx queue's softirq on.
+		d["mode"] = "single-vector"
 	}
 	var errs []error
 	for _, q := range irqs {

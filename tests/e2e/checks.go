@@ -22,7 +22,7 @@ import (
 // nicSteps are the init's NIC tuning steps; on virtio-net each must be
 // applied or skipped with a reason.
 var nicSteps = []string{
-	"nic-channels", "nic-coalesce", "nic-gro", "nic-link-up",
+	"nic-channels", "nic-tx-push-buf", "nic-coalesce", "nic-gro", "nic-link-up",
 	"nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps", "nic-napi-defer",
 }
 

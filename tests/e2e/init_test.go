@@ -190,8 +190,8 @@ func TestInitHolds(t *testing.T) {
 
 // allSteps are the steps every boot report lists, whatever the workload
 // does.
-var allSteps = []string{"mounts", "loopback", "rlimit-nofile", "workload-cpus", "nic-discover", "nic-channels",
-	"nic-spread", "nic-gro", "nic-link-up", "nic-coalesce", "nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps",
+var allSteps = []string{"mounts", "loopback", "rlimit-nofile", "workload-cpus", "cpu-governor", "cpu-latency",
+	"nic-discover", "nic-channels", "nic-tx-push-buf", "nic-spread", "nic-gro", "nic-link-up", "nic-coalesce", "nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps",
 	"nic-napi-defer", "net-dhcp", "power-button"}
 
 // TestInitWorkloadExitsAtOnce: a workload that exits at every start still

@@ -39,6 +39,9 @@ const (
 	TxRx Kind = "TxRx" // one vector for rx queue N and tx queue N
 	Rx   Kind = "rx"
 	Tx   Kind = "tx"
+	// All is the one vector of a device without per-queue vectors: it
+	// serves every queue (and the link), and is reported as queue 0.
+	All Kind = "all"
 )
 
 // Action is one interrupt action: its IRQ number and name.
@@ -61,11 +64,15 @@ type Scheme struct {
 	// Source is where the kernel prints the name (Linux 6.12).
 	Source string
 	// queue returns the pattern of a queue vector's name: group "kind"
-	// (absent: TxRx) and group "n", the number in the name.
+	// (absent: TxRx) and group "n", the number in the name; nil for a
+	// driver that never has per-queue vectors.
 	queue func(d Device) string
-	// shared is the name of the one vector every queue shares when the
-	// device got too few vectors ("" if the driver has none by name).
-	shared func(d Device) string
+	// shared are the names of the one vector every queue shares when the
+	// device has no per-queue vectors: MSI or legacy INTx (I217/I218/I219,
+	// r8169, igb/igc/ixgbe without MSI-X), or too few MSI-X vectors. nil
+	// is the interface name, which is what request_irq gets from nearly
+	// every driver in that mode (netdev->name).
+	shared func(d Device) []string
 	// txAfterRx: tx vectors are numbered after the rx vectors (bnxt's
 	// "eth0-tx-4" is tx ring 0 when there are four rx rings).
 	txAfterRx bool
@@ -81,20 +88,23 @@ const kinds = `(?P<kind>TxRx|rx|tx)`
 var Table = []Scheme{
 	{Driver: "virtio_net",
 		Source: "drivers/net/virtio_net.c virtnet_find_vqs (\"input.%d\", \"output.%d\") and " +
-			"drivers/virtio/virtio_pci_common.c vp_find_vqs_msix (\"%s-%s\", dev_name(&vdev->dev), name; \"%s-virtqueues\" when shared)",
+			"drivers/virtio/virtio_pci_common.c vp_find_vqs_msix (\"%s-%s\", dev_name(&vdev->dev), name; \"%s-virtqueues\" when shared) " +
+			"and vp_find_vqs_intx (without MSI-X: one INTx line, IRQF_SHARED, named dev_name(&vdev->dev))",
 		queue:  func(d Device) string { return `^` + q(d.Dev) + `-(?P<kind>input|output)\.(?P<n>\d+)$` },
-		shared: func(d Device) string { return d.Dev + "-virtqueues" }},
+		shared: func(d Device) []string { return []string{d.Dev + "-virtqueues", d.Dev} }},
 	{Driver: "ena",
 		Source: "drivers/net/ethernet/amazon/ena/ena_netdev.c ena_setup_io_intr (\"%s-Tx-Rx-%d\", netdev->name); " +
 			"the admin vector is ena_setup_mgmnt_intr's \"ena-mgmnt@pci:%s\"",
 		queue: func(d Device) string { return `^` + q(d.Ifname) + `-Tx-Rx-(?P<n>\d+)$` }},
 	{Driver: "e1000e",
 		Source: "drivers/net/ethernet/intel/e1000e/netdev.c e1000_request_msix (\"%.14s-rx-0\", \"%.14s-tx-0\"; " +
-			"the link vector is netdev->name; a name of 11 characters or more is used bare for all three, and then no queue is told)",
+			"the link vector is netdev->name; a name of 11 characters or more is used bare for all three, and then no queue is told). " +
+			"MSI-X is only for the 82574 (FLAG_HAS_MSIX); I217/I218/I219 (pch_lpt and later) and the 8257x take e1000_request_irq's " +
+			"single MSI (or INTx) vector, named netdev->name",
 		queue: func(d Device) string { return `^` + q(d.Ifname) + `-(?P<kind>rx|tx)-(?P<n>0)$` }},
 	{Driver: "igb",
 		Source: "drivers/net/ethernet/intel/igb/igb_main.c igb_request_msix (\"%s-TxRx-%u\", \"%s-tx-%u\", \"%s-rx-%u\" " +
-			"with the ring's queue_index; the other vector is netdev->name)",
+			"with the ring's queue_index; the other vector is netdev->name); without MSI-X, igb_request_irq's one MSI or INTx vector is netdev->name",
 		queue: ifKindN},
 	{Driver: "igc",
 		Source: "drivers/net/ethernet/intel/igc/igc_main.c igc_request_msix (as igb)",
@@ -116,7 +126,11 @@ var Table = []Scheme{
 			"vector 0 is \"mlx5_async0\"; one vector for everything is \"mlx5_combined0\") and mlx5_irq_alloc " +
 			"(MLX5_IRQ_NAME_FORMAT_STR \"%s@pci:%s\", pci_name): completion vector N serves channel N",
 		queue:  func(d Device) string { return `^mlx5_comp(?P<n>\d+)@pci:` + q(d.PCI) + `$` },
-		shared: func(d Device) string { return "mlx5_combined0@pci:" + d.PCI }},
+		shared: func(d Device) []string { return []string{"mlx5_combined0@pci:" + d.PCI} }},
+	{Driver: "r8169",
+		Source: "drivers/net/ethernet/realtek/r8169_main.c rtl_alloc_irq (pci_alloc_irq_vectors(pdev, 1, 1, ...): one vector, " +
+			"MSI-X, MSI or INTx) and rtl_open (request_irq(tp->irq, ..., dev->name)): one queue, one vector named after the interface",
+	},
 	{Driver: "bnxt_en",
 		Source: "drivers/net/ethernet/broadcom/bnxt/bnxt.c bnxt_setup_msix (\"%s-%s-%d\", dev->name, " +
 			"\"TxRx\" with shared rings, else \"rx\" for i < rx_nr_rings and \"tx\" after, i counting on)",
@@ -143,20 +157,52 @@ func For(driver string) Scheme {
 	return Generic
 }
 
-// Match finds the queue vectors of d among actions, sorted by queue then
-// IRQ. shared is the name of the driver's all-queues vector if it is
-// among them (with no queue vector, there is nothing per queue to bind).
-func (s Scheme) Match(d Device, actions []Action) (vs []Vector, shared string) {
-	re := regexp.MustCompile(s.queue(d))
-	sharedName := ""
+// SharedNames are the names d's all-queues vector can have under s.
+func (s Scheme) SharedNames(d Device) []string {
 	if s.shared != nil {
-		sharedName = s.shared(d)
+		return s.shared(d)
 	}
+	return []string{d.Ifname}
+}
+
+// Match finds the queue vectors of d among actions, sorted by queue then
+// IRQ. When there is none, the vectors named after the driver's
+// all-queues vector (SharedNames, the first that is there) are returned instead, as queue 0 of kind
+// All, and shared is that name: a device with a single vector (I219's
+// MSI, r8169's) still has one interrupt to place. e1000e's 82574 with a
+// name of 11 characters or more prints that name for its rx, tx and link
+// vectors alike: all three are then returned, all serving queue 0.
+//
+// A device with per-queue vectors also has a vector named after the
+// interface on most drivers (igb's and e1000e's link vector): it is never
+// returned then, as it serves no queue.
+func (s Scheme) Match(d Device, actions []Action) (vs []Vector, shared string) {
+	vs = s.queueVectors(d, actions)
+	if len(vs) > 0 {
+		return vs, ""
+	}
+	for _, name := range s.SharedNames(d) {
+		for _, a := range actions {
+			if name != "" && a.Name == name {
+				vs = append(vs, Vector{IRQ: a.IRQ, Name: a.Name, Queue: 0, Kind: All})
+			}
+		}
+		if len(vs) > 0 {
+			sort.Slice(vs, func(i, j int) bool { return vs[i].IRQ < vs[j].IRQ })
+			return vs, name
+		}
+	}
+	return nil, ""
+}
+
+func (s Scheme) queueVectors(d Device, actions []Action) []Vector {
+	if s.queue == nil {
+		return nil
+	}
+	re := regexp.MustCompile(s.queue(d))
+	var vs []Vector
 	nRx := 0
 	for _, a := range actions {
-		if sharedName != "" && a.Name == sharedName {
-			shared = a.Name
-		}
 		m := re.FindStringSubmatch(a.Name)
 		if m == nil {
 			continue
@@ -184,7 +230,7 @@ func (s Scheme) Match(d Device, actions []Action) (vs []Vector, shared string) {
 		}
 		return vs[i].IRQ < vs[j].IRQ
 	})
-	return vs, shared
+	return vs
 }
 
 func kindOf(s string) Kind {
