@@ -694,6 +694,17 @@ func TestBudgetFairShare(t *testing.T) {
 // last second only, so a decline slower than 4 MiB/s never triggered one:
 // RSS stayed at its peak (67.7 MiB 200 s after the last close). It must
 // come back within a few MB of idle once they are gone.
+//
+// RSS alone did not tell: with the release comparing against the last
+// second's peak only (`peak = top` in releaseMemory), RSS still came back,
+// through collections of the test's own garbage and the scavenger. So the
+// releases themselves are counted too: each is a forced collection
+// (debug.FreeOSMemory; /gc/cycles/forced), which nothing else in this
+// test asks for after idleMemory. A decline of D bytes at r bytes a second
+// gives at least D / (releaseThreshold + r) of them (each release resets
+// the peak, the next comes once another releaseThreshold has gone, seen
+// at the next tick); at 3.2 MB/s the old rule gives none, or one for
+// each second in which the child's closes came in a burst of 4 MiB.
 func TestSlowMemoryRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("closes 4,000 connections over 20 s")
@@ -708,10 +719,36 @@ func TestSlowMemoryRelease(t *testing.T) {
 	from := by.mark()
 	a, opened := startAttacker(t, port, 4000, "fill")
 	time.Sleep(200 * time.Millisecond)
-	t.Logf("4,000 connections filled in %v: %v, worker buffers %d KiB", opened, sampleMemory(t, addr), s.MemoryInUse()>>10)
+	filled := s.MemoryInUse()
+	t.Logf("4,000 connections filled in %v: %v, worker buffers %d KiB", opened, sampleMemory(t, addr), filled>>10)
+	forced := forcedCollections()
+	closing := time.Now()
 	a.closeConns(200)
+	took := time.Since(closing)
+	time.Sleep(1500 * time.Millisecond) // the last tick's release
+	const releaseThreshold = 4 << 20    // server.go
+	drop := filled - s.MemoryInUse()
+	rate := float64(drop) / took.Seconds()
+	releases := forcedCollections() - forced
+	want := uint64(float64(drop)/(releaseThreshold+rate)) / 2 // half, for ticks a loaded machine delays
+	t.Logf("buffers fell by %d KiB in %v (%.1f MiB/s): %d releases, want at least %d", drop>>10, took, rate/(1<<20), releases, want)
+	if want < 3 {
+		t.Fatalf("the decline (%d KiB in %v) is too short or fast to tell the two rules apart", drop>>10, took)
+	}
+	if releases < want {
+		t.Errorf("%d releases while the buffers fell by %d KiB at %.1f MiB/s, want at least %d: a slow decline does not trigger releaseMemory",
+			releases, drop>>10, rate/(1<<20), want)
+	}
 	by.check(t, "the slow close", idle, from)
 	awaitMemory(t, idleMem, 10*time.Second)
+}
+
+// forcedCollections is the number of collections the program asked for
+// (runtime.GC, debug.FreeOSMemory) since it started.
+func forcedCollections() uint64 {
+	m := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
 
 // serverQueues sums, over the TCP sockets whose local port is port
