@@ -377,10 +377,14 @@ type bystander struct {
 	mu   sync.Mutex
 	lat  []time.Duration
 	work []time.Duration
-	at   []time.Time // when each request was sent
-	errs []error
-	stop chan struct{}
-	done chan struct{}
+	// How long the worker thread waited for a CPU (its run_delay) during
+	// each request: what a loaded machine adds to a wait.
+	queued []time.Duration
+	self   []time.Duration // the bystander's own wait for a CPU
+	at     []time.Time     // when each request was sent
+	errs   []error
+	stop   chan struct{}
+	done   chan struct{}
 
 	stat *os.File // the worker thread's schedstat
 }
@@ -479,15 +483,16 @@ func (b *bystander) run(c *blockingConn) {
 			return
 		case <-tick.C:
 		}
-		d0, w0 := schedField(own, 1), b.workerCPU()
+		d0, w0, q0 := schedField(own, 1), b.workerCPU(), schedField(b.stat, 1)
 		t0 := time.Now()
 		err := b.roundTrip(c, r, req)
-		lat, work := time.Since(t0), b.workerCPU()-w0
+		lat, work, queued := time.Since(t0), b.workerCPU()-w0, schedField(b.stat, 1)-q0
 		// The worker's CPU while the bystander itself waited for one
 		// (a loaded machine) is no wait the server imposed: take it out.
 		// It is at most that wait, so what is left is a lower bound of
 		// the work done while the request waited for the server.
-		work = max(work-(schedField(own, 1)-d0), 0)
+		self := schedField(own, 1) - d0
+		work = max(work-self, 0)
 		b.mu.Lock()
 		if err != nil {
 			b.errs = append(b.errs, err)
@@ -496,6 +501,8 @@ func (b *bystander) run(c *blockingConn) {
 		}
 		b.lat = append(b.lat, lat)
 		b.work = append(b.work, work)
+		b.queued = append(b.queued, queued)
+		b.self = append(b.self, self)
 		b.at = append(b.at, t0)
 		b.mu.Unlock()
 	}
@@ -622,10 +629,14 @@ type latency struct {
 	// and when that request was sent.
 	maxWork   time.Duration
 	maxWorkAt time.Time
+	// What the longest wait (max) was made of: the worker's CPU and its
+	// own wait for a CPU during it.
+	maxOfWork, maxOfQueued, maxOfSelf time.Duration
 }
 
 func (l latency) String() string {
-	return fmt.Sprintf("%d requests, p99 %v, max %v, worker CPU during one at most %v", l.n, l.p99, l.max, l.maxWork)
+	return fmt.Sprintf("%d requests, p99 %v, max %v (worker CPU %v, worker waiting for a CPU %v, bystander waiting for one %v), worker CPU during one at most %v",
+		l.n, l.p99, l.max, l.maxOfWork, l.maxOfQueued, l.maxOfSelf, l.maxWork)
 }
 
 func (b *bystander) since(from time.Time) latency {
@@ -639,6 +650,7 @@ func (b *bystander) since(from time.Time) latency {
 			l = append(l, b.lat[i])
 			if b.lat[i] > worst {
 				worst, at = b.lat[i], t0
+				work.maxOfWork, work.maxOfQueued, work.maxOfSelf = b.work[i], b.queued[i], b.self[i]
 			}
 			if b.work[i] > work.maxWork {
 				work.maxWork, work.maxWorkAt = b.work[i], t0
@@ -650,26 +662,27 @@ func (b *bystander) since(from time.Time) latency {
 		return latency{}
 	}
 	slices.Sort(l)
-	return latency{n: len(l), p99: l[len(l)*99/100], max: l[len(l)-1], maxAt: at, maxWork: work.maxWork, maxWorkAt: work.maxWorkAt}
+	work.n, work.p99, work.max, work.maxAt = len(l), l[len(l)*99/100], l[len(l)-1], at
+	return work
 }
 
-// Generous multiples of the idle baseline (two seconds of it). The
-// machine the tests run on is shared (2 cores, builds at a higher
-// priority beside them): a worker busy with an attack gets a smaller share
-// of its CPU than an idle one that wakes for one request, which inflates
-// every latency during an attack by the scheduler's slices, and a window
-// of 10-20 s meets scheduling hiccups of 100-200 ms that a 2 s baseline
-// may not (seen with the server doing nothing but closing 200 sockets a
-// second). What the factors must catch is the server itself keeping the
-// bystander waiting: one wait of 117-220 ms on a quiet machine, 435 ms on
-// this loaded one, for the expiry storm the timeout pass used to be.
+// stallWork bounds the worker's CPU time during one bystander request
+// (latency.maxWork) in every attack: a request kept waiting while the
+// worker did this much other work is the stall these tests are about.
 //
-// So, with noise the larger of the idle max and ten times the idle p99:
-// p99 at most 20 times the noise, max at most 50 times the noise.
-const (
-	p99Factor = 20
-	maxFactor = 50
-)
+// Wall-clock latency used to be the measure, bounded by 20 × (p99) and
+// 50 × (max) a "noise" taken from the idle baseline: 0.6-8.4 s allowed on
+// a loaded machine, so loose that the old expiry pass (one wait of 305
+// ms) passed, and still flaky, because a 10-20 s window on a shared
+// 2-core machine meets scheduling waits a 2 s baseline does not. CPU time
+// is neither: the worker's own CPU does not grow while it waits for a
+// CPU, and the bystander's own waits for one are taken out (see run).
+// Seen here with the fixes: at most 1.2-2.5 ms for the expiry storms, the
+// slow close and the non-reading attack, 18 ms while 100 connections
+// each send a 1 MiB body (each event then copies up to a socket's worth).
+// The old expiry pass put 82-155 ms into one request. TestExpiryStorm
+// has its own, tighter bound derived from the loop's limits.
+const stallWork = 60 * time.Millisecond
 
 // baseline measures the bystander on the idle server for two seconds.
 func (b *bystander) baseline(t *testing.T) latency {
@@ -684,8 +697,10 @@ func (b *bystander) baseline(t *testing.T) latency {
 	return idle
 }
 
-// check asserts the bystander's window from `from` against idle (see
-// p99Factor and maxFactor), and that it had no error.
+// check asserts that the bystander had no error, was answered during the
+// window from `from`, and never waited while the worker did more than
+// stallWork of other work. The wall-clock figures are logged beside the
+// idle baseline's, not asserted (see stallWork).
 func (b *bystander) check(t *testing.T, what string, idle latency, from time.Time) {
 	t.Helper()
 	l := b.since(from)
@@ -699,12 +714,9 @@ func (b *bystander) check(t *testing.T, what string, idle latency, from time.Tim
 	if l.n == 0 {
 		t.Errorf("bystander during %s: no request answered", what)
 	}
-	noise := max(idle.max, 10*idle.p99)
-	if limit := p99Factor * noise; l.p99 > limit {
-		t.Errorf("bystander p99 during %s %v, over %d × noise (max(idle max, 10 × idle p99)) = %v", what, l.p99, p99Factor, limit)
-	}
-	if limit := maxFactor * noise; l.max > limit {
-		t.Errorf("bystander max during %s %v, over %d × noise (max(idle max, 10 × idle p99)) = %v", what, l.max, maxFactor, limit)
+	if l.maxWork > stallWork {
+		t.Errorf("bystander during %s: one request waited while the worker spent %v of CPU on other work (sent %v after the window began), over %v",
+			what, l.maxWork, l.maxWorkAt.Sub(from), stallWork)
 	}
 }
 
@@ -771,11 +783,14 @@ func expiryStorm(t *testing.T, conns int, mode string) {
 	if mode == "idle" {
 		// Their idle timeouts begin together, whatever the time they
 		// took to open.
-		t.Logf("%d connections opened in %v; DEBUG bystander %v", conns, opened, by.since(start))
+		t.Logf("%d connections opened in %v; bystander meanwhile: %v", conns, opened, by.since(start))
 		start = time.Now()
 		a.touch()
 		opened = time.Since(start)
-		t.Logf("DEBUG touch %v: bystander %v", opened, by.since(start))
+		// Each sends a request at once: the bystander's, after them,
+		// waits for all of them to be served (epoll's ready list is in
+		// arrival order). Reported only.
+		t.Logf("%d requests, one on each, served in %v; bystander meanwhile: %v", conns, opened, by.since(start))
 	}
 	if opened > timeout-time.Second {
 		t.Skipf("opening %d connections took %v: too slow for them to expire together", conns, opened)
