@@ -144,20 +144,7 @@ func TestBudgetPending(t *testing.T) {
 // alone.
 func TestGrowInFairShare(t *testing.T) {
 	const base = 16 << 10
-	s := New(Config{Log: io.Discard, ReadBufferSize: base, MemoryBudget: 1 << 20})
-	fds, _, err := reuseport.Listen([]int{0}, reuseport.Options{Addr: netip.MustParseAddr("127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := newWorker(s, 0, 0, fds[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		w.closeFDs()
-		unix.Close(w.evfd)
-	}()
-	w.tick()
+	w := bareWorker(t, Config{Log: io.Discard, ReadBufferSize: base, MemoryBudget: 1 << 20})
 	newConn := func() (*conn, int) {
 		t.Helper()
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
@@ -237,4 +224,25 @@ func TestGrowInFairShare(t *testing.T) {
 		w.closeConn(c)
 	}
 	checkBudget(t, "all closed", &w.bud, int64(len(w.bud.free))*base, 0)
+}
+
+// bareWorker is a worker of a server with cfg, on a loopback listener,
+// not running: the test calls its methods itself.
+func bareWorker(t *testing.T, cfg Config) *worker {
+	t.Helper()
+	s := New(cfg)
+	fds, _, err := reuseport.Listen([]int{0}, reuseport.Options{Addr: netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWorker(s, 0, 0, fds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.closeFDs()
+		unix.Close(w.evfd)
+	})
+	w.tick()
+	return w
 }
