@@ -1,6 +1,9 @@
 package server_test
 
 import (
+	"bytes"
+	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -88,4 +91,45 @@ func TestHeaderTimerStarts(t *testing.T) {
 		}
 	})
 	wg.Wait()
+}
+
+// TestIdleTimerFollowsSlowReader: a response larger than the socket
+// buffers goes out as the client reads it; each write that makes progress
+// restarts the idle timer, so a client that reads steadily for longer
+// than IdleTimeout receives all of it. (Timed from the request instead,
+// the connection was reset IdleTimeout after it, mid-response.)
+func TestIdleTimerFollowsSlowReader(t *testing.T) {
+	const idle = 2 * time.Second
+	_, addr := start(t, func(c *server.Config) {
+		c.IdleTimeout = idle
+		c.HeaderTimeout = idle
+	})
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	body := bytes.Repeat([]byte("0123456789abcdef"), 256<<10/16)
+	fmt.Fprintf(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := c.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	// One read (up to the 4 KiB receive buffer) every 50 ms: 256 KiB in
+	// about 3.2 s, longer than idle.
+	t0 := time.Now()
+	var got []byte
+	buf := make([]byte, 16<<10)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	for !bytes.HasSuffix(got, body[len(body)-64:]) || len(got) < len(body) {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("after %d bytes in %v: %v (idle timeout %v)", len(got), time.Since(t0).Round(time.Millisecond), err, idle)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(t0); d < idle+500*time.Millisecond {
+		t.Errorf("the response was read in %v, not longer than the idle timeout %v: the test did not test it", d, idle)
+	}
 }
