@@ -78,19 +78,25 @@ unit: deps-test
 	$(GO) build -o $(OUT)/testsum ./tests/testsum
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS) | $(OUT)/testsum
 
+# The boots stream their progress (testsum -stream, as go test -v) and end,
+# like unit, with every skipped test and its reason.
 e2e: deps-test kernel
-	$(GO) test -v -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/
+	$(GO) build -o $(OUT)/testsum ./tests/testsum
+	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) ./tests/e2e/ | $(OUT)/testsum -stream
 
 # The arm64 image (a second cold kernel on a fresh machine, ~15 min of CPU;
 # its boot and checks then take under a minute). The kernel is built first,
 # as for the x86 tests, so that the test itself only relinks it.
 test-arm64: deps-test
 	$(HOTPATH_KERNEL) build -arch arm64
-	$(GO) test -v -count=1 -timeout $(TEST_TIMEOUT) -run 'Arm64' ./tests/e2e/ -args -e2e.arm64
+	$(GO) build -o $(OUT)/testsum ./tests/testsum
+	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) -run 'Arm64' ./tests/e2e/ -args -e2e.arm64 | $(OUT)/testsum -stream
 
 # The plugin is its own module (the Packer and AWS SDKs stay out of go.mod).
+# Through testsum as unit is, so that its skips are listed too.
 packer-test: deps-test kernel
-	cd packer && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) build -o $(OUT)/testsum ./tests/testsum
+	cd packer && $(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) ./... | $(abspath $(OUT))/testsum
 
 # The HCL2 specs are generated (packer-sdc, pinned in packer/go.mod); a
 # committed spec that differs from a fresh one fails the build.

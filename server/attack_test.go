@@ -16,7 +16,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -366,56 +365,150 @@ func awaitMemory(t *testing.T, idle memory, within time.Duration) {
 
 // bystander is a well-behaved client: one keep-alive GET /json per
 // millisecond, every latency recorded.
+//
+// It also records, for each request, how much CPU time the server's
+// worker thread used between the request being sent and its answer
+// read (work, the worker's on-CPU time from /proc/self/task/TID/schedstat):
+// the work the worker did while the bystander waited. Unlike the wait
+// itself, this does not grow when the machine is loaded and the worker
+// waits for a CPU, so it can be held to a bound derived from the loop's
+// own limits (see checkTurns).
 type bystander struct {
 	mu   sync.Mutex
 	lat  []time.Duration
-	at   []time.Time // when each request was sent
-	errs []error
-	stop chan struct{}
-	done chan struct{}
+	work []time.Duration
+	// How long the worker thread waited for a CPU (its run_delay) during
+	// each request: what a loaded machine adds to a wait.
+	queued []time.Duration
+	self   []time.Duration // the bystander's own wait for a CPU
+	at     []time.Time     // when each request was sent
+	errs   []error
+	stop   chan struct{}
+	done   chan struct{}
+
+	stat *os.File // the worker thread's schedstat
 }
 
 func startBystander(t *testing.T, addr string) *bystander {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	c, err := dialBlocking(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bystander{stop: make(chan struct{}), done: make(chan struct{})}
+	b := &bystander{stop: make(chan struct{}), done: make(chan struct{}), stat: workerSchedstat(t)}
 	go b.run(c)
 	t.Cleanup(b.close)
 	return b
 }
 
-func (b *bystander) run(c net.Conn) {
+// blockingConn is a TCP socket in blocking mode, read and written with
+// plain system calls: the bystander then waits for the server in the
+// kernel, where its thread's schedstat sees every wait for a CPU, and not
+// in Go's network poller, whose wake-up (another thread noticing the
+// socket is readable, sysmon every 10 ms at worst) no schedstat shows.
+type blockingConn struct{ fd int }
+
+func dialBlocking(addr string) (*blockingConn, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	tv := unix.NsecToTimeval(int64(10 * time.Second))
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: ap.Addr().As4(), Port: int(ap.Port())}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	return &blockingConn{fd}, nil
+}
+
+func (c *blockingConn) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(c.fd, p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (c *blockingConn) Write(p []byte) (int, error) {
+	for w := 0; w < len(p); {
+		n, err := unix.Write(c.fd, p[w:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return w, err
+		}
+		w += n
+	}
+	return len(p), nil
+}
+
+func (c *blockingConn) Close() error { return unix.Close(c.fd) }
+
+func (b *bystander) run(c *blockingConn) {
 	defer close(b.done)
 	defer c.Close()
 	r := bufio.NewReader(c)
 	req := []byte("GET /json HTTP/1.1\r\nHost: x\r\n\r\n")
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
+	// On its own thread, so that its schedstat is the bystander's: how
+	// long it waited for a CPU itself (see work). The thread ends with it.
+	runtime.LockOSThread()
+	own, err := os.Open("/proc/thread-self/schedstat")
+	if err != nil {
+		b.mu.Lock()
+		b.errs = append(b.errs, err)
+		b.mu.Unlock()
+		return
+	}
+	defer own.Close()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-tick.C:
 		}
+		d0, w0, q0 := schedField(own, 1), b.workerCPU(), schedField(b.stat, 1)
 		t0 := time.Now()
-		c.SetDeadline(t0.Add(10 * time.Second))
 		err := b.roundTrip(c, r, req)
+		lat, work, queued := time.Since(t0), b.workerCPU()-w0, schedField(b.stat, 1)-q0
+		// The worker's CPU while the bystander itself waited for one
+		// (a loaded machine) is no wait the server imposed: take it out.
+		// It is at most that wait, so what is left is a lower bound of
+		// the work done while the request waited for the server.
+		self := schedField(own, 1) - d0
+		work = max(work-self, 0)
 		b.mu.Lock()
 		if err != nil {
 			b.errs = append(b.errs, err)
 			b.mu.Unlock()
 			return
 		}
-		b.lat = append(b.lat, time.Since(t0))
+		b.lat = append(b.lat, lat)
+		b.work = append(b.work, work)
+		b.queued = append(b.queued, queued)
+		b.self = append(b.self, self)
 		b.at = append(b.at, t0)
 		b.mu.Unlock()
 	}
 }
 
-func (b *bystander) roundTrip(c net.Conn, r *bufio.Reader, req []byte) error {
+func (b *bystander) roundTrip(c io.Writer, r *bufio.Reader, req []byte) error {
 	if _, err := c.Write(req); err != nil {
 		return err
 	}
@@ -446,6 +539,73 @@ func (b *bystander) roundTrip(c net.Conn, r *bufio.Reader, req []byte) error {
 	return err
 }
 
+// workerSchedstat opens the schedstat file of the server's worker thread:
+// the one thread of this process whose affinity is a single CPU (the
+// worker is locked to its thread and pinned; the threads of earlier
+// tests' workers end with them, within moments of their Shutdown). One
+// exception: a worker that ran on the main thread leaves it pinned, as
+// the runtime never ends the main thread (it parks it for good when its
+// locked goroutine returns: mexit). So the main thread counts only when
+// no other thread is pinned.
+func workerSchedstat(t *testing.T) *os.File {
+	t.Helper()
+	var found []int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = found[:0]
+		mainPinned := false
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			var set unix.CPUSet
+			if unix.SchedGetaffinity(tid, &set) == nil && set.Count() == 1 {
+				if tid == os.Getpid() {
+					mainPinned = true
+				} else {
+					found = append(found, tid)
+				}
+			}
+		}
+		if len(found) == 0 && mainPinned {
+			found = append(found, os.Getpid())
+		}
+		if len(found) == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("threads pinned to one CPU: %v, want the worker's alone", found)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/self/task/%d/schedstat", found[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// workerCPU is the worker thread's on-CPU time so far (schedstat's first
+// field, in nanoseconds; the thread's sum_exec_runtime); 0 once it ended.
+func (b *bystander) workerCPU() time.Duration { return schedField(b.stat, 0) }
+
+// schedField is field i of a schedstat file: 0 the time on a CPU, 1 the
+// time spent runnable waiting for one (run_delay).
+func schedField(f *os.File, i int) time.Duration {
+	var buf [96]byte
+	n, _ := f.ReadAt(buf[:], 0)
+	fs := strings.Fields(string(buf[:n]))
+	if len(fs) <= i {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(fs[i], 10, 64)
+	return time.Duration(ns)
+}
+
 func (b *bystander) close() {
 	select {
 	case <-b.stop:
@@ -465,10 +625,18 @@ type latency struct {
 	n        int
 	p99, max time.Duration
 	maxAt    time.Time
+	// The most work the worker did during one request (see bystander),
+	// and when that request was sent.
+	maxWork   time.Duration
+	maxWorkAt time.Time
+	// What the longest wait (max) was made of: the worker's CPU and its
+	// own wait for a CPU during it.
+	maxOfWork, maxOfQueued, maxOfSelf time.Duration
 }
 
 func (l latency) String() string {
-	return fmt.Sprintf("%d requests, p99 %v, max %v", l.n, l.p99, l.max)
+	return fmt.Sprintf("%d requests, p99 %v, max %v (worker CPU %v, worker waiting for a CPU %v, bystander waiting for one %v), worker CPU during one at most %v",
+		l.n, l.p99, l.max, l.maxOfWork, l.maxOfQueued, l.maxOfSelf, l.maxWork)
 }
 
 func (b *bystander) since(from time.Time) latency {
@@ -476,11 +644,16 @@ func (b *bystander) since(from time.Time) latency {
 	var l []time.Duration
 	var at time.Time
 	var worst time.Duration
+	var work latency
 	for i, t0 := range b.at {
 		if !t0.Before(from) {
 			l = append(l, b.lat[i])
 			if b.lat[i] > worst {
 				worst, at = b.lat[i], t0
+				work.maxOfWork, work.maxOfQueued, work.maxOfSelf = b.work[i], b.queued[i], b.self[i]
+			}
+			if b.work[i] > work.maxWork {
+				work.maxWork, work.maxWorkAt = b.work[i], t0
 			}
 		}
 	}
@@ -489,26 +662,29 @@ func (b *bystander) since(from time.Time) latency {
 		return latency{}
 	}
 	slices.Sort(l)
-	return latency{n: len(l), p99: l[len(l)*99/100], max: l[len(l)-1], maxAt: at}
+	work.n, work.p99, work.max, work.maxAt = len(l), l[len(l)*99/100], l[len(l)-1], at
+	return work
 }
 
-// Generous multiples of the idle baseline (two seconds of it). The
-// machine the tests run on is shared (2 cores, builds at a higher
-// priority beside them): a worker busy with an attack gets a smaller share
-// of its CPU than an idle one that wakes for one request, which inflates
-// every latency during an attack by the scheduler's slices, and a window
-// of 10-20 s meets scheduling hiccups of 100-200 ms that a 2 s baseline
-// may not (seen with the server doing nothing but closing 200 sockets a
-// second). What the factors must catch is the server itself keeping the
-// bystander waiting: one wait of 117-220 ms on a quiet machine, 435 ms on
-// this loaded one, for the expiry storm the timeout pass used to be.
+// stallWork bounds the worker's CPU time during one bystander request
+// (latency.maxWork) in every attack: a request kept waiting while the
+// worker did this much other work is the stall these tests are about.
 //
-// So, with noise the larger of the idle max and ten times the idle p99:
-// p99 at most 20 times the noise, max at most 50 times the noise.
-const (
-	p99Factor = 20
-	maxFactor = 50
-)
+// Wall-clock latency used to be the measure, bounded by 20 × (p99) and
+// 50 × (max) a "noise" taken from the idle baseline: 0.6-8.4 s allowed on
+// a loaded machine, so loose that the old expiry pass (one wait of 305
+// ms) passed, and still flaky, because a 10-20 s window on a shared
+// 2-core machine meets scheduling waits a 2 s baseline does not. CPU time
+// is neither: the worker's own CPU does not grow while it waits for a
+// CPU, and the bystander's own waits for one are taken out (see run).
+// Seen here with the fixes (server -count=3 beside two busy loops, load
+// 11-13): at most 0.5-3.5 ms for the expiry storms, the slow close and
+// the non-reading attack, 31 ms while 250 connections each send a 300 kB
+// body (each event then copies up to a socket's worth). The old expiry
+// pass put 82-155 ms into one request; TestExpiryStorm has its own,
+// tighter bound derived from the loop's limits, so this one is set at
+// about three times the worst seen.
+const stallWork = 100 * time.Millisecond
 
 // baseline measures the bystander on the idle server for two seconds.
 func (b *bystander) baseline(t *testing.T) latency {
@@ -523,8 +699,10 @@ func (b *bystander) baseline(t *testing.T) latency {
 	return idle
 }
 
-// check asserts the bystander's window from `from` against idle (see
-// p99Factor and maxFactor), and that it had no error.
+// check asserts that the bystander had no error, was answered during the
+// window from `from`, and never waited while the worker did more than
+// stallWork of other work. The wall-clock figures are logged beside the
+// idle baseline's, not asserted (see stallWork).
 func (b *bystander) check(t *testing.T, what string, idle latency, from time.Time) {
 	t.Helper()
 	l := b.since(from)
@@ -538,12 +716,9 @@ func (b *bystander) check(t *testing.T, what string, idle latency, from time.Tim
 	if l.n == 0 {
 		t.Errorf("bystander during %s: no request answered", what)
 	}
-	noise := max(idle.max, 10*idle.p99)
-	if limit := p99Factor * noise; l.p99 > limit {
-		t.Errorf("bystander p99 during %s %v, over %d × noise (max(idle max, 10 × idle p99)) = %v", what, l.p99, p99Factor, limit)
-	}
-	if limit := maxFactor * noise; l.max > limit {
-		t.Errorf("bystander max during %s %v, over %d × noise (max(idle max, 10 × idle p99)) = %v", what, l.max, maxFactor, limit)
+	if l.maxWork > stallWork {
+		t.Errorf("bystander during %s: one request waited while the worker spent %v of CPU on other work (sent %v after the window began), over %v",
+			what, l.maxWork, l.maxWorkAt.Sub(from), stallWork)
 	}
 }
 
@@ -610,10 +785,14 @@ func expiryStorm(t *testing.T, conns int, mode string) {
 	if mode == "idle" {
 		// Their idle timeouts begin together, whatever the time they
 		// took to open.
-		t.Logf("%d connections opened in %v", conns, opened)
+		t.Logf("%d connections opened in %v; bystander meanwhile: %v", conns, opened, by.since(start))
 		start = time.Now()
 		a.touch()
 		opened = time.Since(start)
+		// Each sends a request at once: the bystander's, after them,
+		// waits for all of them to be served (epoll's ready list is in
+		// arrival order). Reported only.
+		t.Logf("%d requests, one on each, served in %v; bystander meanwhile: %v", conns, opened, by.since(start))
 	}
 	if opened > timeout-time.Second {
 		t.Skipf("opening %d connections took %v: too slow for them to expire together", conns, opened)
@@ -625,11 +804,28 @@ func expiryStorm(t *testing.T, conns int, mode string) {
 	// the last one's has passed, its 408 or close been done, and (for the
 	// 408s) the lingering connections closed a second later.
 	time.Sleep(timeout - 500*time.Millisecond - time.Since(start))
-	from := by.mark()
+	from, cpu0 := by.mark(), by.workerCPU()
 	time.Sleep(timeout + opened + 2500*time.Millisecond - time.Since(start))
-	l := by.since(from)
-	t.Logf("the worst wait of the storm began %v after the first connection", l.maxAt.Sub(start))
+	l, storm := by.since(from), by.workerCPU()-cpu0
+	t.Logf("the worst wait of the storm began %v after the first connection; the most worker CPU during one request %v after; the worker's CPU over the storm: %v",
+		l.maxAt.Sub(start), l.maxWorkAt.Sub(start), storm)
 	by.check(t, "the expiry storm", idle, from)
+	// The bound from the mechanism: the bystander's request waits for at
+	// most the rest of the turn under way and the turn that serves it,
+	// and a turn handles at most maxEvents events and expirePerTurn
+	// expiries. Each costs at most what one connection cost the worker
+	// over the whole storm, on average (its expiry, its 408, its linger
+	// ended): perConn, measured in this run on this machine, so that a
+	// loaded machine's slower system calls move the bound with them.
+	// Handling every expiry in one turn (the old pass) puts all of
+	// conns × perConn into one request's wait: 250-300 ms, against a
+	// bound of 17-31 ms (and 3.5-4.5 ms seen with the fix).
+	const maxEvents, expirePerTurn = 512, 16 // worker.go, loop.go
+	perConn := storm / time.Duration(conns)
+	if bound := 2 * (maxEvents + expirePerTurn) * perConn; l.maxWork > bound {
+		t.Errorf("the worker spent %v of CPU during one bystander request in the storm, over 2 turns of %d events and %d expiries at %v each (%v): a turn handled more than it may",
+			l.maxWork, maxEvents, expirePerTurn, perConn, bound)
+	}
 	a.closeConns(0)
 	awaitMemory(t, idleMem, 15*time.Second)
 }
@@ -694,6 +890,17 @@ func TestBudgetFairShare(t *testing.T) {
 // last second only, so a decline slower than 4 MiB/s never triggered one:
 // RSS stayed at its peak (67.7 MiB 200 s after the last close). It must
 // come back within a few MB of idle once they are gone.
+//
+// RSS alone did not tell: with the release comparing against the last
+// second's peak only (`peak = top` in releaseMemory), RSS still came back,
+// through collections of the test's own garbage and the scavenger. So the
+// releases themselves are counted too: each is a forced collection
+// (debug.FreeOSMemory; /gc/cycles/forced), which nothing else in this
+// test asks for after idleMemory. A decline of D bytes at r bytes a second
+// gives at least D / (releaseThreshold + r) of them (each release resets
+// the peak, the next comes once another releaseThreshold has gone, seen
+// at the next tick); at 3.2 MB/s the old rule gives none, or one for
+// each second in which the child's closes came in a burst of 4 MiB.
 func TestSlowMemoryRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("closes 4,000 connections over 20 s")
@@ -708,10 +915,36 @@ func TestSlowMemoryRelease(t *testing.T) {
 	from := by.mark()
 	a, opened := startAttacker(t, port, 4000, "fill")
 	time.Sleep(200 * time.Millisecond)
-	t.Logf("4,000 connections filled in %v: %v, worker buffers %d KiB", opened, sampleMemory(t, addr), s.MemoryInUse()>>10)
+	filled := s.MemoryInUse()
+	t.Logf("4,000 connections filled in %v: %v, worker buffers %d KiB", opened, sampleMemory(t, addr), filled>>10)
+	forced := forcedCollections()
+	closing := time.Now()
 	a.closeConns(200)
+	took := time.Since(closing)
+	time.Sleep(1500 * time.Millisecond) // the last tick's release
+	const releaseThreshold = 4 << 20    // server.go
+	drop := filled - s.MemoryInUse()
+	rate := float64(drop) / took.Seconds()
+	releases := forcedCollections() - forced
+	want := uint64(float64(drop)/(releaseThreshold+rate)) / 2 // half, for ticks a loaded machine delays
+	t.Logf("buffers fell by %d KiB in %v (%.1f MiB/s): %d releases, want at least %d", drop>>10, took, rate/(1<<20), releases, want)
+	if want < 3 {
+		t.Fatalf("the decline (%d KiB in %v) is too short or fast to tell the two rules apart", drop>>10, took)
+	}
+	if releases < want {
+		t.Errorf("%d releases while the buffers fell by %d KiB at %.1f MiB/s, want at least %d: a slow decline does not trigger releaseMemory",
+			releases, drop>>10, rate/(1<<20), want)
+	}
 	by.check(t, "the slow close", idle, from)
 	awaitMemory(t, idleMem, 10*time.Second)
+}
+
+// forcedCollections is the number of collections the program asked for
+// (runtime.GC, debug.FreeOSMemory) since it started.
+func forcedCollections() uint64 {
+	m := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
 
 // serverQueues sums, over the TCP sockets whose local port is port

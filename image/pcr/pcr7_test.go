@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/sha256"
+	_ "crypto/sha512"
 	"encoding/binary"
+	"encoding/hex"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hotpath-dev/hotpath/image/pcr"
@@ -63,5 +67,90 @@ func TestSecureBootPolicyEvents(t *testing.T) {
 	}
 	if a, b := pcr.SecureBootPolicyValue(vars, []byte("entry")), pcr.SecureBootPolicyValue(vars, []byte("other")); a.Digests["sha384"] == b.Digests["sha384"] {
 		t.Error("another authority gives the same PCR 7")
+	}
+}
+
+// specGUID is a GUID's registry form in EFI byte order: the first three
+// fields little-endian, the last eight bytes as written (UEFI spec,
+// appendix A, EFI_GUID).
+func specGUID(s string) []byte {
+	var b []byte
+	for i, f := range strings.Split(s, "-") {
+		x, _ := hex.DecodeString(f)
+		if i < 3 {
+			slices.Reverse(x)
+		}
+		b = append(b, x...)
+	}
+	return b
+}
+
+// specVariableData is UEFI_VARIABLE_DATA (TCG PC Client Platform Firmware
+// Profile, 10.2.6): VariableName (a GUID), UnicodeNameLength (UINT64,
+// characters), VariableDataLength (UINT64, bytes), UnicodeName (UTF-16LE,
+// no NUL), VariableData. The names here are ASCII, so one UTF-16 unit each.
+func specVariableData(guid, name string, data []byte) []byte {
+	b := specGUID(guid)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(name)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(data)))
+	for _, c := range []byte(name) {
+		b = append(b, c, 0)
+	}
+	return append(b, data...)
+}
+
+// specPCR7 replays, in bank h, what the PC Client profile (10.4.4, and
+// EDK II's SecureBootPolicy measurement) has firmware enforcing Secure Boot
+// extend into PCR 7 before it starts a boot application db verified:
+// EV_EFI_VARIABLE_DRIVER_CONFIG of SecureBoot (01), PK, KEK, db and dbx,
+// EV_SEPARATOR (00000000), then EV_EFI_VARIABLE_AUTHORITY: the db entry
+// (EFI_SIGNATURE_DATA) that verified it. Each digest is that of the
+// event's data, each extend new = H(old || digest), from 0s.
+func specPCR7(h crypto.Hash, pk, kek, db, dbx, authority []byte) string {
+	const global = "8be4df61-93ca-11d2-aa0d-00e098032b8c"   // EFI_GLOBAL_VARIABLE
+	const security = "d719b2cb-3d3a-4596-a3bc-dad00e67656f" // EFI_IMAGE_SECURITY_DATABASE_GUID
+	events := [][]byte{
+		specVariableData(global, "SecureBoot", []byte{1}),
+		specVariableData(global, "PK", pk),
+		specVariableData(global, "KEK", kek),
+		specVariableData(security, "db", db),
+		specVariableData(security, "dbx", dbx),
+		{0, 0, 0, 0},
+		specVariableData(security, "db", authority),
+	}
+	v := make([]byte, h.Size())
+	for _, e := range events {
+		d := h.New()
+		d.Write(e)
+		x := h.New()
+		x.Write(v)
+		x.Write(d.Sum(nil))
+		v = x.Sum(nil)
+	}
+	return hex.EncodeToString(v)
+}
+
+// TestSecureBootPolicyValueFromSpec: PCR 7 in both banks, predicted from
+// the event sequence above, written here from the specification, not by
+// calling the code: with and without a dbx, and with a longer db.
+func TestSecureBootPolicyValueFromSpec(t *testing.T) {
+	db := append(signatureList(1, []byte("cert-one"), []byte("cert-two")), signatureList(2, []byte("longer cert"))...)
+	entry, ok := pcr.DBEntry(db, []byte("longer cert"))
+	if !ok {
+		t.Fatal("no db entry")
+	}
+	for _, vars := range []pcr.SecureBootVars{
+		{PK: signatureList(3, []byte("pk")), KEK: signatureList(4, []byte("kek")), DB: db},
+		{PK: signatureList(3, []byte("pk")), KEK: signatureList(4, []byte("kek one"), []byte("kek two")), DB: db, DBX: signatureList(5, []byte("revoked"))},
+	} {
+		got := pcr.SecureBootPolicyValue(vars, entry)
+		if got.PCR != 7 {
+			t.Errorf("PCR %d, want 7", got.PCR)
+		}
+		for _, h := range []crypto.Hash{crypto.SHA256, crypto.SHA384} {
+			if want := specPCR7(h, vars.PK, vars.KEK, vars.DB, vars.DBX, entry); got.Digests[pcr.BankName(h)] != want {
+				t.Errorf("dbx %d bytes: PCR 7 %s = %s, want %s", len(vars.DBX), pcr.BankName(h), got.Digests[pcr.BankName(h)], want)
+			}
+		}
 	}
 }

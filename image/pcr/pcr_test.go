@@ -3,6 +3,7 @@ package pcr_test
 import (
 	"crypto"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"strings"
 	"testing"
@@ -12,24 +13,26 @@ import (
 	"github.com/hotpath-dev/hotpath/image/pcr"
 )
 
-// TestReferencePCR4 works PCR 4 out by hand, as TPM2_PCR_Extend does it,
-// from the three events the PC Client profile names.
+// TestReferencePCR4 works PCR 4 out by hand in both banks, as
+// TPM2_PCR_Extend does it, from the three events the PC Client profile
+// names (the Authenticode digest, the binary's own measurement, is
+// authenticode's, tested there against osslsigncode's).
 func TestReferencePCR4(t *testing.T) {
 	efi := authenticodetest.PE([]byte("workload A"), nil)
-	app, err := authenticode.Digest(efi, crypto.SHA256)
-	if err != nil {
-		t.Fatal(err)
+	byHand := func(h crypto.Hash, hash func([]byte) []byte) string {
+		app, err := authenticode.Digest(efi, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extendDigest := func(v, d []byte) []byte { return hash(append(append([]byte{}, v...), d...)) }
+		v := make([]byte, len(hash(nil)))
+		v = extendDigest(v, hash([]byte("Calling EFI Application from Boot Option")))
+		v = extendDigest(v, hash([]byte{0, 0, 0, 0}))
+		v = extendDigest(v, app) // the app's digest is extended as is
+		return hex.EncodeToString(v)
 	}
-	extend := func(v []byte, data []byte) []byte {
-		d := sha256.Sum256(data)
-		s := sha256.Sum256(append(append([]byte{}, v...), d[:]...))
-		return s[:]
-	}
-	v := make([]byte, 32)
-	v = extend(v, []byte("Calling EFI Application from Boot Option"))
-	v = extend(v, []byte{0, 0, 0, 0})
-	s := sha256.Sum256(append(append([]byte{}, v...), app...)) // the app's digest is extended as is
-	want := hex.EncodeToString(s[:])
+	want := byHand(crypto.SHA256, func(b []byte) []byte { s := sha256.Sum256(b); return s[:] })
+	want384 := byHand(crypto.SHA384, func(b []byte) []byte { s := sha512.Sum384(b); return s[:] })
 
 	ref, err := pcr.Reference(efi)
 	if err != nil {
@@ -42,8 +45,11 @@ func TestReferencePCR4(t *testing.T) {
 	if g := got[4].Digests["sha256"]; g != want {
 		t.Errorf("PCR 4 sha256 = %s, want %s", g, want)
 	}
-	if g := got[4].Digests["sha384"]; len(g) != 96 {
-		t.Errorf("PCR 4 sha384 = %q", g)
+	if g := got[4].Digests["sha384"]; g != want384 {
+		t.Errorf("PCR 4 sha384 = %s, want %s", g, want384)
+	}
+	if g := got[12].Digests["sha256"]; g != strings.Repeat("0", 64) {
+		t.Errorf("PCR 12 sha256 = %s, want the reset value", g)
 	}
 	if g := got[12].Digests["sha384"]; g != strings.Repeat("0", 96) {
 		t.Errorf("PCR 12 sha384 = %s, want the reset value", g)

@@ -41,7 +41,9 @@ func TestVLAN(t *testing.T) {
 		name string
 	}{
 		{VLAN{Parent: "bond0", ID: 100}, "bond0.100"},
-		{VLAN{Parent: "enp59s0f0np0", ID: 4000}, "vlan4000"}, // enp59s0f0np0.4000 is over 15 characters
+		{VLAN{Parent: "enp59s0f0np0", ID: 4000}, "vlan4000"},      // enp59s0f0np0.4000 is over 15 characters
+		{VLAN{Parent: "enp59s0f0np0", ID: 100}, "vlan100"},        // 16: one too many for IFNAMSIZ (16 with the NUL)
+		{VLAN{Parent: "enp59s0f0np", ID: 100}, "enp59s0f0np.100"}, // 15: fits
 	} {
 		if n := tc.v.Name(); n != tc.name {
 			t.Errorf("Name() = %q, want %q", n, tc.name)

@@ -34,11 +34,15 @@ func TestIPv6DualStack(t *testing.T) {
 	// net.ipv6=auto, the default.
 	disk := buildImageConfig(t, inspectorPkg, []byte(image.DefaultInitConfig+step10Config))
 	const cpus = 2
+	// Both leases short (T1 at 15 s, T2 at 24 s, the end at 30 s), so
+	// that the lease-log check, made after they ran out, could see a
+	// renewal: with the default hour none could happen inside the test.
+	const lease = 30 * time.Second
 	var ra *vm.RouterAdvertiser
 	var d6 *vm.DHCP6Server
-	b := bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, Prepare: func(ns *vm.Netns) error {
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, DHCPLease: lease, Prepare: func(ns *vm.Netns) error {
 		var err error
-		ra, d6, err = ns.StartDualStack()
+		ra, d6, err = ns.StartDualStackValid(lease)
 		if err != nil {
 			return err
 		}
@@ -138,8 +142,35 @@ func TestIPv6DualStack(t *testing.T) {
 		t.Logf("%s %s: %v", napi.StepName, step.Status, step.Detail)
 	})
 	t.Run("lease-log", func(t *testing.T) {
+		// Past both leases' T1, T2 and end: a client that renews or
+		// rebinds has done so by now.
+		var last time.Time
+		if ls := b.DHCP.Leases(); len(ls) > 0 {
+			last = ls[0].At
+		}
+		for _, m := range d6.Log() {
+			if m.At.After(last) {
+				last = m.At
+			}
+		}
+		if wait := time.Until(last.Add(lease + 5*time.Second)); wait > 0 {
+			t.Logf("waiting %v for the leases to run out", wait.Round(time.Second))
+			time.Sleep(wait)
+		}
 		reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
 		reportErrs(t, CheckLease6Log(d6.Log(), d6.Leases(), d6.Errors()))
+		// And the guest still serves on both addresses (kept forever).
+		for _, base := range []string{v4, v6} {
+			resp, err := client.Get(base + "/json")
+			if err != nil {
+				t.Errorf("%s/json after the leases ran out: %v", base, err)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("%s/json after the leases ran out: %s", base, resp.Status)
+			}
+		}
 	})
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "inspector: SIGTERM") })
 }

@@ -51,7 +51,7 @@ func TestPhysNICE1000e(t *testing.T) {
 	disk := buildImage(t, inspectorPkg)
 	const cpus = 2
 	start := time.Now()
-	b := bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, Switch: &vm.SwitchConfig{Model: "e1000e"}}, 0)
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: cpus, DHCPLease: physLease, Switch: &vm.SwitchConfig{Model: "e1000e"}}, 0)
 	fmt.Fprintf(os.Stderr, "e2e: e1000e boot report after %v\n", time.Since(start).Round(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -118,6 +118,7 @@ func TestPhysNICE1000e(t *testing.T) {
 		}
 		t.Logf("e1000e vectors %v; nic-irq-affinity %v", irqs, s.Detail)
 	})
+	t.Run("no-renewal", func(t *testing.T) { checkNoRenewal(t, b, physLease) })
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "inspector: SIGTERM") })
 }
 
@@ -135,7 +136,7 @@ func TestPhysNICBondVLAN(t *testing.T) {
 	requireE2E(t)
 	disk := buildImageConfig(t, "", []byte(physBondConfig))
 	start := time.Now()
-	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, Switch: &vm.SwitchConfig{Ports: 2, VLAN: 100}}, 0)
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 2, DHCPLease: physLease, Switch: &vm.SwitchConfig{Ports: 2, VLAN: 100}}, 0)
 	fmt.Fprintf(os.Stderr, "e2e: bond+vlan boot report after %v\n", time.Since(start).Round(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -202,5 +203,30 @@ func TestPhysNICBondVLAN(t *testing.T) {
 			}
 		}
 	})
+	t.Run("no-renewal", func(t *testing.T) { checkNoRenewal(t, b, physLease) })
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
+}
+
+// physLease is the DHCP lease of the physical-NIC boots: short (T1 15 s,
+// T2 26 s), so that checkNoRenewal, after it ran out, would see a renewal
+// on the e1000e or across the bond and VLAN (after the failover, too).
+const physLease = 30 * time.Second
+
+// checkNoRenewal waits until the first DHCP lease of b, lease long, has
+// run out (T1, T2 and its end) and checks the server's log: one exchange,
+// no renewal, rebind or second DISCOVER; and the guest still serves.
+func checkNoRenewal(t *testing.T, b *booted, lease time.Duration) {
+	t.Helper()
+	if ls := b.DHCP.Leases(); len(ls) > 0 {
+		if wait := time.Until(ls[0].At.Add(lease + 5*time.Second)); wait > 0 {
+			t.Logf("waiting %v for the lease to run out", wait.Round(time.Second))
+			time.Sleep(wait)
+		}
+	}
+	reportErrs(t, CheckLeaseLog(b.DHCP.Log(), b.DHCP.Leases(), b.DHCP.Errors(), vm.GuestMAC, b.Addr))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := b.get(ctx, "/json"); err != nil {
+		t.Errorf("/json after the lease ran out: %v", err)
+	}
 }

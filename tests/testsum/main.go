@@ -4,11 +4,16 @@
 // green run. It exits 1 when a test, a package or a build failed, or when
 // it read no package result at all; `make unit` uses it because sh has no
 // pipefail to carry go test's own status through the pipe.
+//
+// With -stream it copies every output line as it comes instead (what
+// `go test -v` prints), for the long QEMU boots whose progress must be seen
+// while they run, and still ends with the list of skips and the status.
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,6 +50,16 @@ func (r *Result) OK() bool {
 // Summarise copies the quiet form of the events in in to out and returns the
 // result. Lines that are not JSON (go's own messages) are copied as they are.
 func Summarise(in io.Reader, out io.Writer) (*Result, error) {
+	return summarise(in, out, false)
+}
+
+// Stream is Summarise copying every test's output as it arrives, as
+// `go test -v` does, rather than only that of the tests that failed.
+func Stream(in io.Reader, out io.Writer) (*Result, error) {
+	return summarise(in, out, true)
+}
+
+func summarise(in io.Reader, out io.Writer, stream bool) (*Result, error) {
 	res := &Result{}
 	type key struct{ pkg, test string }
 	buf := map[key]*strings.Builder{}
@@ -76,6 +91,9 @@ func Summarise(in io.Reader, out io.Writer) (*Result, error) {
 		case e.Test == "" && e.Action == "skip":
 			res.NoTests++
 		case e.Action == "output":
+			if stream {
+				io.WriteString(out, e.Output)
+			}
 			b := buf[k]
 			if b == nil {
 				b = &strings.Builder{}
@@ -84,7 +102,7 @@ func Summarise(in io.Reader, out io.Writer) (*Result, error) {
 			b.WriteString(e.Output)
 		case e.Action == "fail":
 			res.FailedTests++
-			if b := buf[k]; b != nil {
+			if b := buf[k]; b != nil && !stream {
 				io.WriteString(out, b.String())
 			}
 			delete(buf, k)
@@ -138,7 +156,13 @@ func (r *Result) Report(out io.Writer) {
 }
 
 func main() {
-	res, err := Summarise(os.Stdin, os.Stdout)
+	stream := flag.Bool("stream", false, "copy every test's output as it comes (go test -v), not only that of failed tests")
+	flag.Parse()
+	sum := Summarise
+	if *stream {
+		sum = Stream
+	}
+	res, err := sum(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -105,3 +105,27 @@ func TestSummariseNothing(t *testing.T) {
 		t.Error("no package result counted as OK")
 	}
 }
+
+// TestStream: -stream copies the passing tests' lines as they come (the
+// e2e boots' progress) and still lists the skips and fails on a failure.
+func TestStream(t *testing.T) {
+	var out bytes.Buffer
+	res, err := Stream(bytes.NewReader(runFixture(t, true)), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Report(&out)
+	got := out.String()
+	if res.OK() || res.FailedTests != 1 || len(res.Skips) != 3 {
+		t.Errorf("result %+v, want one failed test and three skips:\n%s", res, got)
+	}
+	for _, want := range []string{"=== RUN   TestPass", "--- PASS: TestPass", "looking", "broken on purpose",
+		"skipped tests (3):", "SKIP fx TestSkipSub/inner: ", "testsum: FAIL"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "broken on purpose"); n != 1 {
+		t.Errorf("the failure's output printed %d times, want once:\n%s", n, got)
+	}
+}

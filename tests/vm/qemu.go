@@ -85,11 +85,26 @@ func ProbeKVM(ctx context.Context) error {
 	return nil
 }
 
+// snapshot is the -drive option that keeps the guest's writes out of the
+// disk file, or nothing with DiskWritable.
+func (cfg *Config) snapshot() string {
+	if cfg.DiskWritable {
+		return ""
+	}
+	return "snapshot=on,"
+}
+
 // Config describes one guest.
 type Config struct {
 	// Disk is the raw disk image booted through OVMF. It is attached with
-	// snapshot=on, so the image file is never written.
+	// snapshot=on, so the image file is never written, unless
+	// DiskWritable.
 	Disk string
+	// DiskWritable attaches Disk as it is, without snapshot=on: what the
+	// guest writes reaches the file. For tests that check the appliance
+	// never writes its disk (give them a copy: a snapshot would hide
+	// every write, and the check could not fail).
+	DiskWritable bool
 	// Kernel, when Disk is empty, is a bzImage booted with -kernel
 	// (firmware-less; for debugging the harness itself).
 	Kernel string
@@ -254,7 +269,7 @@ func (cfg *Config) Args(varsPath, qmpPath string) []string {
 		args = append(args, cfg.UserNet.args()...)
 	} else if cfg.Disk != "" {
 		args = append(args,
-			"-drive", "if=none,id=disk0,format=raw,snapshot=on,file="+cfg.Disk,
+			"-drive", "if=none,id=disk0,format=raw,"+cfg.snapshot()+"file="+cfg.Disk,
 			"-device", cfg.diskDevice(),
 		)
 	} else {

@@ -120,6 +120,11 @@ func TestArgs(t *testing.T) {
 			t.Errorf("args lack %q:\n%s", want, got)
 		}
 	}
+	// A disk whose writes must show is attached without the snapshot.
+	cfg.DiskWritable = true
+	if got := strings.Join(cfg.Args("/v.fd", "/q.sock"), " "); !strings.Contains(got, "if=none,id=disk0,format=raw,file=/d.img") || strings.Contains(got, "snapshot") {
+		t.Errorf("DiskWritable: %s", got)
+	}
 }
 
 // TestAccelArgs: one TCG thread where the vCPUs are as many as the host's

@@ -44,6 +44,13 @@ func (n *Netns) AddLocalAddr6(addr string) error {
 // Prefix6, router advertisements with the managed flag, and a DHCPv6
 // server that hands out GuestAddr6. For a vm.Config's Prepare.
 func (n *Netns) StartDualStack() (*RouterAdvertiser, *DHCP6Server, error) {
+	return n.StartDualStackValid(0)
+}
+
+// StartDualStackValid is StartDualStack with the DHCPv6 lease's valid
+// lifetime (0: an hour; T1 and T2 are half and four fifths of it): a test
+// that checks nothing renews gives a short one and waits past it.
+func (n *Netns) StartDualStackValid(valid time.Duration) (*RouterAdvertiser, *DHCP6Server, error) {
 	if err := n.AddAddr6(TapName, HostAddr6+"/64"); err != nil {
 		return nil, nil, err
 	}
@@ -51,7 +58,7 @@ func (n *Netns) StartDualStack() (*RouterAdvertiser, *DHCP6Server, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	d6, err := n.StartDHCP6(DHCP6Config{Iface: TapName, ClientIP: netip.MustParseAddr(GuestAddr6)})
+	d6, err := n.StartDHCP6(DHCP6Config{Iface: TapName, ClientIP: netip.MustParseAddr(GuestAddr6), Valid: valid})
 	if err != nil {
 		ra.Close()
 		return nil, nil, err

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWriteRefusesNonBlockTargets(t *testing.T) {
@@ -83,6 +85,28 @@ func TestWriteLoopDevice(t *testing.T) {
 	small := loop(7 << 20)
 	if err := writeCmd([]string{"-disk", img, "-device", small}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "smaller") {
 		t.Errorf("a device smaller than the image: %v", err)
+	}
+
+	// Claimed by another opener with O_EXCL (as a file system mounted in
+	// another mount namespace, md, or a partitioning tool holds it) but
+	// mounted nowhere this process can see: every check passes, and only
+	// the exclusive open stops the write. The device keeps its contents.
+	claimed := loop(10 << 20)
+	holder, err := os.OpenFile(claimed, os.O_RDONLY|unix.O_EXCL, 0)
+	if err != nil {
+		t.Fatalf("claim %s: %v", claimed, err)
+	}
+	err = writeCmd([]string{"-disk", img, "-device", claimed}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "exclusively") {
+		t.Errorf("a device another opener holds exclusively: %v, want the exclusive open refused", err)
+	}
+	old := make([]byte, 8<<20)
+	if _, err := holder.ReadAt(old, 0); err != nil {
+		t.Fatal(err)
+	}
+	holder.Close()
+	if !bytes.Equal(old[:1<<20], make([]byte, 1<<20)) || !bytes.Equal(old[4<<20:5<<20], bytes.Repeat([]byte{0xee}, 1<<20)) {
+		t.Error("the claimed device was written to")
 	}
 
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {

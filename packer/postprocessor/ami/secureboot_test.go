@@ -3,6 +3,7 @@ package ami
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -106,11 +107,9 @@ func TestSecureBootCertsRoundTrip(t *testing.T) {
 	}
 	// PCR 7 from the store EC2 got and the signer's db entry.
 	entry, ok := pcr.DBEntry(uefivars.SignatureLists([][]byte{dbDER}), dbDER)
-	want7 := pcr.SecureBootPolicyValue(pcr.SecureBootVars{
-		PK: uefivars.SignatureLists([][]byte{pkDER}), KEK: uefivars.SignatureLists([][]byte{kekDER}), DB: uefivars.SignatureLists([][]byte{dbDER}),
-	}, entry)
-	if !ok || got[2].PCR != 7 || got[2].SHA384 != want7.Digests["sha384"] {
-		t.Errorf("PCR 7 reference %+v, want %v", got[2], want7.Digests)
+	want7 := specPCR7(crypto.SHA384, uefivars.SignatureLists([][]byte{pkDER}), uefivars.SignatureLists([][]byte{kekDER}), uefivars.SignatureLists([][]byte{dbDER}), nil, entry)
+	if !ok || got[2].PCR != 7 || got[2].SHA384 != want7 {
+		t.Errorf("PCR 7 reference %+v, want sha384 %s", got[2], want7)
 	}
 	imgs := art.State(registryimage.ArtifactStateURI).([]*registryimage.Image)
 	if l := imgs[0].Labels["pcr4_sha384"]; l != m.Measurements[0].SHA384 {
@@ -242,9 +241,10 @@ func TestSecureBootPCRFromUEFIData(t *testing.T) {
 	}
 	got, err := imageMeasurements(&packersdk.MockArtifact{FilesValue: []string{mp}}, c.uefiVars)
 	entry, ok := pcr.DBEntry(db, signer)
-	want := pcr.SecureBootPolicyValue(pcr.SecureBootVars{PK: uefivars.SignatureLists([][]byte{pk}), KEK: uefivars.SignatureLists([][]byte{kek}), DB: db, DBX: dbx}, entry)
-	if err != nil || !ok || len(got) != 1 || got[0].PCR != 7 || got[0].SHA256 != want.Digests["sha256"] || got[0].SHA384 != want.Digests["sha384"] {
-		t.Errorf("measurements %+v, %v; want PCR 7 %v", got, err, want.Digests)
+	pkl, kekl := uefivars.SignatureLists([][]byte{pk}), uefivars.SignatureLists([][]byte{kek})
+	want256, want384 := specPCR7(crypto.SHA256, pkl, kekl, db, dbx, entry), specPCR7(crypto.SHA384, pkl, kekl, db, dbx, entry)
+	if err != nil || !ok || len(got) != 1 || got[0].PCR != 7 || got[0].SHA256 != want256 || got[0].SHA384 != want384 {
+		t.Errorf("measurements %+v, %v; want PCR 7 sha256 %s sha384 %s", got, err, want256, want384)
 	}
 }
 
