@@ -106,16 +106,19 @@ func (r *Request) fastRequestLine(b []byte, start, maxEnd int) (p int, ok bool) 
 	if i < len(b) && b[i] == '?' {
 		i += 1 + run(b[i+1:], clQuery)
 	}
-	// SP "HTTP/1.d" CR LF
+	// SP "HTTP/1." DIGIT CR LF: two overlapping words, " HTTP/1." and
+	// "." DIGIT CR LF.
 	end := i + 11
-	if end > len(b) || end > maxEnd || b[i] != ' ' || b[i+9] != '\r' || b[i+10] != '\n' {
+	if end > len(b) || end > maxEnd {
 		return 0, false
 	}
-	v := binary.LittleEndian.Uint64(b[i+1:])
-	const http1 = uint64('H') | uint64('T')<<8 | uint64('T')<<16 | uint64('P')<<24 |
-		uint64('/')<<32 | uint64('1')<<40 | uint64('.')<<48
-	minor := byte(v >> 56)
-	if v&(1<<56-1) != http1 || !isDigit(minor) {
+	v := b[i:end:end]
+	const spHTTP1 = uint64(' ') | uint64('H')<<8 | uint64('T')<<16 | uint64('T')<<24 |
+		uint64('P')<<32 | uint64('/')<<40 | uint64('1')<<48 | uint64('.')<<56
+	const dotCRLF = uint32('.') | uint32('\r')<<16 | uint32('\n')<<24
+	tail := load32(v, 7)
+	minor := byte(tail >> 8)
+	if load64(v, 0) != spHTTP1 || tail&0xffff00ff != dotCRLF || !isDigit(minor) {
 		return 0, false
 	}
 	r.Method = method
