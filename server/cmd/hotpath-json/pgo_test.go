@@ -42,6 +42,8 @@ func TestPGOProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, fn := range []string{
+		"github.com/hotpath-dev/hotpath/server.(*worker).loop",
+		"github.com/hotpath-dev/hotpath/server.(*worker).read",
 		"github.com/hotpath-dev/hotpath/server.(*worker).respond",
 		"github.com/hotpath-dev/hotpath/server.(*worker).serve",
 		"github.com/hotpath-dev/hotpath/server.(*worker).appendResponse",
