@@ -8,6 +8,7 @@
 #   make test-arm64  only the arm64 image (part of make test): cross-built,
 #                  reproducible, booted under TCG, the same e2e checks
 #   make bench     servers side by side on loopback (wrk), ratios against peers
+#   make pgo       regenerate server/cmd/hotpath-json/default.pgo, the workload's PGO profile
 #   make bench-vm  the appliance on 6.1, 6.12 and 6.12 with step 10, and Debian's stock
 #                  kernel, side by side in QEMU (builds the 6.1 kernel once, cached)
 #   make kernel    only the appliance kernel (cached, see kernel-config/)
@@ -39,7 +40,7 @@ DEPS_ARCH = $(if $(filter arm64 aarch64,$(ARCH)),arm64)
 
 .PHONY: all deps deps-test deps-bench kernel image run test test-arm64 vet unit e2e packer-test \
 	packer-generate-check plugin plugin-release bench bench-vm verify-reproducible \
-	actionlint fleet-lint packer-docs
+	actionlint fleet-lint packer-docs pgo
 
 all: image
 
@@ -145,6 +146,20 @@ plugin-release:
 # BASELINE=<git rev> (see tests/bench/run.sh).
 bench: deps-bench
 	tests/bench/run.sh
+
+# The default workload's profile for profile-guided optimisation: go build
+# uses a main package's default.pgo by itself (-pgo=auto; -trimpath records
+# it as "default.pgo", so the image stays reproducible). It is a CPU profile
+# of the request path's benchmarks (parse, route, handler, response) and of
+# a worker serving loopback connections (BenchmarkLoopback: the loop, recv,
+# send), whose hot calls the compiler then inlines: ~40 fewer user-space
+# instructions per pipelined /json request, ~80 plain (tests/bench/README.md).
+# Regenerate it after changing the request path; it is only a hint, a stale
+# one costs speed, never correctness.
+pgo:
+	tmp=$$(mktemp -d) && $(GO) test -run '^$$' -bench '^BenchmarkRequestPath(Pipelined16)?$$|^BenchmarkLoopback$$' -benchtime 2s \
+		-cpuprofile "$$tmp/cpu.pprof" -o "$$tmp/server.test" ./server/ && \
+		cp "$$tmp/cpu.pprof" server/cmd/hotpath-json/default.pgo && rm -rf "$$tmp"
 
 # Indicative only under TCG (the program says so). The 6.1 guest needs the
 # 6.1 kernel in the cache: a cold build the first time (~20 min), then none.

@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode"
+	"unsafe"
 )
 
 // Routing: patterns with the path rules of net/http's ServeMux (Go 1.22,
@@ -368,7 +370,7 @@ type exactRoute struct {
 
 func (r *exactRoute) lookup(method []byte) *leaf {
 	for i, m := range r.methods {
-		if string(method) == m {
+		if equalShort(method, m) {
 			return r.leaves[i]
 		}
 	}
@@ -604,4 +606,21 @@ func (rt *router) appendAllow(dst []byte, path []byte, vals *[maxWildcards][]byt
 		dst = append(dst, ", HEAD"...)
 	}
 	return dst
+}
+
+// equalShort reports whether string(b) == s. It compares a path (or a
+// method) of 4 to 8 bytes inline, as two words that may overlap: a call
+// to the runtime's memequal for "/json" cost 24 instructions
+// (cachegrind). Small enough to be inlined itself.
+func equalShort(b []byte, s string) bool {
+	n := len(b)
+	switch {
+	case n != len(s):
+		return false
+	case n < 4 || n > 8:
+		return string(b) == s
+	}
+	t := unsafe.Slice(unsafe.StringData(s), n) // read only
+	return binary.LittleEndian.Uint32(b) == binary.LittleEndian.Uint32(t) &&
+		binary.LittleEndian.Uint32(b[n-4:]) == binary.LittleEndian.Uint32(t[n-4:])
 }

@@ -55,20 +55,30 @@ func FuzzFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte, maxHeader int) {
 		lim := Limits{MaxHeaderBytes: 16 + maxHeader&0x1ff, MaxBodyBytes: 64}
 		for cut := len(in); cut >= 0; cut-- {
-			fast, slow := parseBoth(in[:cut], lim)
-			if fast != slow {
-				t.Fatalf("%q (limit %d):\nfast:    %s\ngeneral: %s", in[:cut], lim.MaxHeaderBytes, fast, slow)
+			// Fresh, and after a parse of the whole input (the Request
+			// then knows its Host: knownHostLine).
+			for _, prime := range [][]byte{nil, in} {
+				fast, slow := parseBoth(in[:cut], prime, lim)
+				if fast != slow {
+					t.Fatalf("%q (limit %d, primed with %q):\nfast:    %s\ngeneral: %s", in[:cut], lim.MaxHeaderBytes, prime, fast, slow)
+				}
 			}
 		}
 	})
 }
 
 // parseBoth parses b with and without the fast paths (each on its own copy:
-// a chunked body is decoded in place) and describes each result.
-func parseBoth(b []byte, lim Limits) (fast, slow string) {
+// a chunked body is decoded in place) and describes each result. With
+// prime, the fast paths parse b with a Request that has parsed prime
+// first, as a connection's next request is: what it remembers (the last
+// valid Host) must not change the result.
+func parseBoth(b, prime []byte, lim Limits) (fast, slow string) {
 	describe := func(fastPaths bool) string {
 		in := bytes.Clone(b)
 		var r Request
+		if fastPaths && prime != nil {
+			parse(bytes.Clone(prime), &r, lim, nil, true)
+		}
 		n, err := parse(in, &r, lim, nil, fastPaths)
 		if err != nil {
 			return fmt.Sprintf("n=%d err=%v", n, err)
@@ -161,6 +171,46 @@ func TestFastFieldsStop(t *testing.T) {
 		if r.NumHeaders != tt.headers || string(r.Host) != tt.host || r.ContentLength != -1 {
 			t.Errorf("%s: %d headers, Host %q, Content-Length %d; want %d, %q, -1", tt.name, r.NumHeaders, r.Host, r.ContentLength, tt.headers, tt.host)
 		}
+	}
+}
+
+// TestKnownHostLine checks the Host lines around the one a Request
+// remembers against the general parser: each parsed after a request whose
+// Host was "127.0.0.1:8080" (or "a"), whether knownHostLine takes it or
+// fastFields' walk does or the general parser has to.
+func TestKnownHostLine(t *testing.T) {
+	lim := Limits{MaxHeaderBytes: 4096, MaxBodyBytes: 64}
+	for _, host := range []string{"127.0.0.1:8080", "a"} {
+		prime := []byte("GET / HTTP/1.1\r\nHost: " + host + "\r\n\r\n")
+		for _, line := range []string{
+			"Host: " + host, "host: " + host, "HOST: " + host, "hOsT: " + host,
+			"Host:" + host, "Host:  " + host, "Host: " + host + " ", "Host:\t" + host,
+			"Host: " + host + "x", "Host: x" + host, "Host: " + host[:len(host)-1],
+			"Hosts: " + host, "Hos: " + host, "Host; " + host, "Host " + host, "H\x00st: " + host,
+			"Host: " + host + "\r\nHost: " + host, "X: y\r\nHost: " + host,
+			"Host: " + host + "\n", "Host: " + host + "\rX",
+		} {
+			for _, b := range []string{
+				"GET / HTTP/1.1\r\n" + line + "\r\n\r\n",
+				"GET / HTTP/1.0\r\n" + line + "\r\nContent-Length: 2\r\n\r\nab",
+			} {
+				for cut := len(b); cut >= len(b)-12; cut-- {
+					fast, slow := parseBoth([]byte(b[:cut]), prime, lim)
+					if fast != slow {
+						t.Errorf("%q after Host %q:\nfast:    %s\ngeneral: %s", b[:cut], host, fast, slow)
+					}
+				}
+			}
+		}
+	}
+	// The line is taken, and without a walk: a Request that remembers a
+	// Host takes the same line with its name in another case, and stops
+	// at nothing.
+	var r Request
+	b := []byte("hOST: 127.0.0.1:8080\r\n\r\n")
+	r.validHostLen = copy(r.validHost[:], "127.0.0.1:8080")
+	if next := r.knownHostLine(b, 0); next != len(b)-2 || string(r.Host) != "127.0.0.1:8080" || r.NumHeaders != 1 || string(r.Headers[0].Name) != "hOST" {
+		t.Fatalf("knownHostLine: next %d, Host %q, %d headers", next, r.Host, r.NumHeaders)
 	}
 }
 

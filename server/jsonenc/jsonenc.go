@@ -24,6 +24,7 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Appender is implemented by values that can append their JSON encoding to
@@ -283,8 +284,15 @@ const hexDigits = "0123456789abcdef"
 // 13 bytes (cachegrind over an exact load, December 2026). Copying each
 // word as it is checked, instead of one append after, was dearer still
 // (171): the compiler spills the word tests' constants around the stores.
+// On amd64 a string of eight bytes or more goes to plainSSE2 instead,
+// 16 bytes a step in SSE2 (plain_amd64.s): 89 instructions -> 50 for the
+// 13-byte message, call included (cachegrind).
 func allPlain[S string | []byte](s S) bool {
 	n := len(s)
+	if haveSIMD && n >= 8 {
+		// The data pointer is the first word of a string and of a slice.
+		return plainSSE2(*(**byte)(unsafe.Pointer(&s)), n)
+	}
 	switch {
 	case n >= 8:
 		for i := 0; i+8 <= n; i += 8 {

@@ -308,6 +308,21 @@ instr_per_request() { # NAME DEPTH PERCONN
 	b=$(instr_run "$1" "$2" $(($3 * 2)))
 	awk -v a="${a:-0}" -v b="${b:-0}" -v n=$((16 * $3)) 'BEGIN { if (a > 0 && b > a) printf "%.0f", (b - a) / n; else print "n/a" }'
 }
+# instr_functions NAME DEPTH PERCONN: instructions per request by function,
+# from the two cachegrind runs instr_per_request made (2N minus N).
+instr_functions() {
+	local name=$1 depth=$2 n=$3
+	agg() { awk '/^fn=/ { fn = substr($0, 4) } /^[0-9]+ -?[0-9]+$/ { c[fn] += $2 } END { for (k in c) print k, c[k] }' "$1" | sort; }
+	join -a1 -a2 -e0 -o 0,1.2,2.2 <(agg "$WORK/cachegrind.$name.$depth.$n.out") <(agg "$WORK/cachegrind.$name.$depth.$((n * 2)).out") |
+		awk -v r=$((16 * n)) '{ d = ($3 - $2) / r; if (d >= 1) printf "%7.1f %s\n", d, $1 }' | sort -rn |
+		sed 's#github.com/hotpath-dev/hotpath/##'
+}
+# vs_floor N FLOOR: "(cfloor 513, 2.53x)", or nothing without a floor figure.
+vs_floor() {
+	awk -v n="$1" -v f="$2" 'BEGIN { if (f + 0 > 0 && n + 0 > 0) printf "(cfloor %s, %.2fx)", f, n / f }'
+}
+INSTR_TARGET_PLAIN=1300
+INSTR_TARGET_PIPELINED=1100
 declare -A INSTR
 if command -v valgrind >/dev/null 2>&1; then
 	for name in "${peers[@]}"; do
@@ -424,11 +439,22 @@ echo "work in their context included): when the one wrk thread saturates its CPU
 echo "req/s measures wrk and cpu us/r the server."
 if ((${#INSTR[@]} > 0)); then
 	echo
-	echo "user-space instructions per request (cachegrind, 16 connections, exact load; independent of the machine's load):"
+	echo "user-space instructions per request (cachegrind, 16 connections, exact load; independent of the machine's load),"
+	echo "each beside the C floor's (cfloor: its loop and CRLFCRLF scan only) and its ratio to it; targets (issue 42):"
+	echo "hotpath <= $INSTR_TARGET_PLAIN plain and <= $INSTR_TARGET_PIPELINED pipelined:"
 	for name in "${peers[@]}"; do
 		[[ -n ${INSTR[$name.plain]:-} ]] || continue
-		printf '  %-9s plain %6s   pipelined %6s\n' "$name" "${INSTR[$name.plain]}" "${INSTR[$name.pipelined]}"
+		floor_p=${INSTR[cfloor.plain]:-} floor_q=${INSTR[cfloor.pipelined]:-}
+		[[ $name == cfloor ]] && floor_p= floor_q=
+		printf '  %-9s plain %6s %-22s pipelined %6s %s\n' "$name" \
+			"${INSTR[$name.plain]}" "$(vs_floor "${INSTR[$name.plain]}" "$floor_p")" \
+			"${INSTR[$name.pipelined]}" "$(vs_floor "${INSTR[$name.pipelined]}" "$floor_q")"
 	done
+	if [[ -n ${INSTR[hotpath.plain]:-} ]]; then
+		echo "hotpath per function, pipelined (instructions per request, the 2N run's counts minus the N run's;"
+		echo "inlined code counted in the function it lands in; see tests/bench/README.md):"
+		instr_functions hotpath "$DEPTH" 1600 | head -n 20 | sed 's/^/  /'
+	fi
 fi
 echo
 echo "a worker started with -prefer-busy-poll, traced (strace -e ioctl): EPIOCSPARAMS and EPIOCGPARAMS on its epoll instance"
