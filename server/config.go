@@ -146,6 +146,19 @@ type Config struct {
 	// or writes more than MaxErrorResponse bytes, the default response is
 	// sent and the reason logged. nil: text/plain, msg and a newline.
 	ErrorHandler ErrorHandler
+
+	// DeferTimeout is the deadline of a deferred request (Ctx.Defer),
+	// from the moment it is deferred, unless its route
+	// (RouteOptions.DeferTimeout) or the call (Ctx.DeferTimeout) sets
+	// another: the request is then answered 504 (through ErrorHandler)
+	// and its context cancelled.
+	DeferTimeout time.Duration
+	// MaxDeferredPerWorker bounds the requests a worker holds deferred;
+	// beyond it (or beyond MemoryBudget) Defer answers 503 at once. Each
+	// holds about 1.5 KiB plus its request bytes, counted in
+	// MemoryBudget. A connection has at most one deferred request at a
+	// time: the requests it pipelined behind it wait unread.
+	MaxDeferredPerWorker int
 }
 
 // DefaultSendBuf is the default SO_SNDBUF: what a connection whose peer
@@ -178,6 +191,9 @@ func DefaultConfig() Config {
 		HeaderTimeout:      10 * time.Second,
 		GracePeriod:        5 * time.Second,
 		ServerName:         "hotpath",
+
+		DeferTimeout:         10 * time.Second,
+		MaxDeferredPerWorker: 4096,
 	}
 }
 
@@ -302,6 +318,12 @@ func (c *Config) normalize() {
 	}
 	if c.GracePeriod <= 0 {
 		c.GracePeriod = d.GracePeriod
+	}
+	if c.DeferTimeout <= 0 {
+		c.DeferTimeout = d.DeferTimeout
+	}
+	if c.MaxDeferredPerWorker <= 0 {
+		c.MaxDeferredPerWorker = d.MaxDeferredPerWorker
 	}
 	if c.ServerName == "" {
 		c.ServerName = d.ServerName

@@ -268,6 +268,9 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 		w.notRouted(c)
 	}
 	if c.status < 200 || c.status > 599 {
+		if w.pendingDefer != nil && c.status == 0 {
+			return w.hold(out, cn) // Ctx.Defer: answered later
+		}
 		// 1xx cannot be a final response; anything else is not a status.
 		c.status = 500
 	}
@@ -327,6 +330,7 @@ func (w *worker) notRouted(c *Ctx) {
 // request cost, cachegrind). What the handler wrote is dropped.
 func (w *worker) handlerPanicked(out []byte, cn *conn, p any) []byte {
 	w.inHandler = false
+	w.abandonPending()
 	c := &w.ctx
 	c.status = 500
 	c.nheaders = 0

@@ -11,6 +11,10 @@ import (
 // that does not read them.
 
 func (w *worker) handleEvent(c *conn, events uint32) {
+	if c.d != nil {
+		w.deferredEvent(c, events)
+		return
+	}
 	if c.state == stateWriting {
 		// Not reading until the pending response is out; an error or
 		// hang-up surfaces as a failed send.
@@ -100,7 +104,7 @@ func (w *worker) respond(c *conn) (out []byte) {
 		maxReqs = 1
 	}
 	bigFront := false // the incomplete request at the front needs a grown buffer
-	for p < len(c.in) && !c.closeAfter {
+	for p < len(c.in) && !c.closeAfter && c.d == nil {
 		if served >= maxReqs || len(out) >= maxOut {
 			w.enqueue(c)
 			break
@@ -258,7 +262,7 @@ func (w *worker) growIn(c *conn, size int) bool {
 func (w *worker) largestHolder(c *conn) *conn {
 	var v *conn
 	for _, o := range w.conns {
-		if o != nil && o != c && o.state == stateOpen && cap(o.in) > w.bud.base && (v == nil || cap(o.in) > cap(v.in)) {
+		if o != nil && o != c && o.state == stateOpen && o.d == nil && cap(o.in) > w.bud.base && (v == nil || cap(o.in) > cap(v.in)) {
 			v = o
 		}
 	}
@@ -332,7 +336,11 @@ func (w *worker) flush(c *conn) {
 		return
 	}
 	c.state = stateOpen
-	if !w.setEvents(c, unix.EPOLLIN|unix.EPOLLRDHUP) {
+	events := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
+	if c.d != nil {
+		events = unix.EPOLLRDHUP // the requests behind a deferred one wait
+	}
+	if !w.setEvents(c, events) {
 		return
 	}
 	if len(c.in) > 0 {
@@ -348,6 +356,9 @@ func (w *worker) flush(c *conn) {
 func (w *worker) linger(c *conn) {
 	if c.state == stateLinger || c.fd < 0 {
 		return
+	}
+	if c.d != nil {
+		w.dropDeferred(c.d, ErrClientGone)
 	}
 	wasWriting := c.state == stateWriting
 	unix.Shutdown(c.fd, unix.SHUT_WR)

@@ -86,6 +86,8 @@ type Server struct {
 	// coalesce and none waits.
 	collect chan struct{}
 
+	refused *Deferred // what Defer returns when it refuses a request
+
 	// wallClock, when set (by tests), replaces time.Now for the Date
 	// header only: timeouts run on the monotonic clock.
 	wallClock func() time.Time
@@ -95,7 +97,7 @@ type Server struct {
 func New(cfg Config) *Server {
 	cfg.normalize()
 	s := &Server{cfg: cfg, done: make(chan struct{}), ready: make(chan struct{}),
-		collect: make(chan struct{}, 1)}
+		collect: make(chan struct{}, 1), refused: newRefused()}
 	s.serverHeader = "Server: " + cfg.ServerName + "\r\n"
 	return s
 }
@@ -134,6 +136,9 @@ type RouteOptions struct {
 	// chunked body, as soon as what arrived of it exceeds what the limit
 	// allows (its decoded length is checked once it is complete).
 	MaxBodyBytes int64
+	// DeferTimeout is the deadline of this route's deferred requests (see
+	// Ctx.Defer); 0 is Config.DeferTimeout.
+	DeferTimeout time.Duration
 }
 
 // HandleWith is Handle with the route's own options.
@@ -148,7 +153,7 @@ func (s *Server) HandleWith(method, pattern string, o RouteOptions, h Handler) {
 	if err != nil {
 		panic(fmt.Sprintf("server: pattern %q: %v", pattern, err))
 	}
-	l := &leaf{pat: p, h: h}
+	l := &leaf{pat: p, h: h, deferTimeout: o.DeferTimeout}
 	if o.MaxBodyBytes > 0 && o.MaxBodyBytes < s.cfg.MaxBodyBytes {
 		l.maxBody = o.MaxBodyBytes
 	}

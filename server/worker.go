@@ -115,6 +115,9 @@ type worker struct {
 	headJSON    []byte
 	headJSONLen int
 
+	// Deferred requests (deferred.go).
+	deferrals
+
 	requests atomic.Uint64
 	_        [64]byte // keep other workers' data off this cache line
 }
@@ -200,6 +203,7 @@ func (w *worker) run(ready chan<- error) {
 	if err := w.loop(); err != nil {
 		w.srv.fail(err)
 	}
+	w.stopDeferred()
 	for _, c := range w.conns {
 		if c != nil {
 			w.closeConn(c)

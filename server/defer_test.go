@@ -1,0 +1,141 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hotpath-dev/hotpath/server"
+)
+
+// deferRoutes registers /now/{n} (answered at once with n) and
+// /later/{n}?ms=D (deferred; a goroutine finishes it after D ms with n
+// and the value of a request header, read again in Finish from the
+// request's own copy).
+func deferRoutes(s *server.Server) {
+	s.Handle("GET", "/now/{n}", func(c *server.Ctx) {
+		c.Write(c.PathValue("n"))
+	})
+	s.Handle("GET", "/later/{n}", func(c *server.Ctx) {
+		v, _ := c.QueryValue("ms")
+		ms, _ := strconv.Atoi(string(v))
+		d := c.Defer()
+		go func() {
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+			d.Finish(func(c *server.Ctx) {
+				c.Write(c.PathValue("n"))
+				c.Write(c.Header("X-Tag"))
+			})
+		}()
+	})
+}
+
+// TestDeferOrder: responses on one connection go out in request order
+// whatever order the deferred ones finish in: pipelines mixing immediate
+// and deferred requests (random order, random completion times), on
+// several connections at once.
+func TestDeferOrder(t *testing.T) {
+	_, addr := startAPI(t, nil, deferRoutes)
+	rounds := 40
+	if testing.Short() {
+		rounds = 10
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReader(nc)
+			for r := range rounds {
+				k := 1 + rng.IntN(12)
+				var req strings.Builder
+				var want []string
+				for i := range k {
+					n := fmt.Sprintf("%d-%d-%d", g, r, i)
+					if rng.IntN(2) == 0 {
+						fmt.Fprintf(&req, "GET /now/%s HTTP/1.1\r\nHost: x\r\n\r\n", n)
+						want = append(want, n)
+					} else {
+						fmt.Fprintf(&req, "GET /later/%s?ms=%d HTTP/1.1\r\nHost: x\r\nX-Tag: t%d\r\n\r\n", n, rng.IntN(4), i)
+						want = append(want, n+"t"+strconv.Itoa(i))
+					}
+				}
+				if _, err := nc.Write([]byte(req.String())); err != nil {
+					errs <- err
+					return
+				}
+				for i := range k {
+					resp, body, err := readOne(br)
+					if err != nil {
+						errs <- fmt.Errorf("conn %d round %d response %d: %v", g, r, i, err)
+						return
+					}
+					if resp != 200 || body != want[i] {
+						errs <- fmt.Errorf("conn %d round %d response %d: %d %q, want 200 %q", g, r, i, resp, body, want[i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// readOne reads one response with a Content-Length.
+func readOne(br *bufio.Reader) (code int, body string, err error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return 0, "", err
+	}
+	if len(line) < 12 {
+		return 0, "", fmt.Errorf("status line %q", line)
+	}
+	code, _ = strconv.Atoi(line[9:12])
+	n := -1
+	for {
+		h, err := br.ReadString('\n')
+		if err != nil {
+			return 0, "", err
+		}
+		if h == "\r\n" {
+			break
+		}
+		if v, ok := strings.CutPrefix(strings.ToLower(h), "content-length: "); ok {
+			n, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	if n < 0 {
+		return code, "", errors.New("no Content-Length")
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return 0, "", err
+	}
+	return code, string(b), nil
+}
+
+var _ = context.Background
+var _ atomic.Int64
