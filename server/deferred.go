@@ -157,7 +157,9 @@ func (d *Deferred) Finish(fn func(c *Ctx)) bool {
 	if fn == nil {
 		panic("server: Finish(nil)")
 	}
-	if !d.state.CompareAndSwap(deferPending, deferFinishing) {
+	// The context's own timer may end it a little before the worker
+	// answers 504: the request is gone from that moment.
+	if d.ctx.Err() != nil || !d.state.CompareAndSwap(deferPending, deferFinishing) {
 		return false
 	}
 	d.fn = fn
