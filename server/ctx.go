@@ -20,7 +20,8 @@ const maxRespHeaders = 16
 
 // Ctx is one request and the response being built for it. A worker reuses
 // one Ctx for all its requests: keep nothing from it after the handler
-// returns.
+// returns. A deferred request (Defer) gets a Ctx of its own, with a copy
+// of the request, which the function passed to Deferred.Finish receives.
 type Ctx struct {
 	w *worker
 	c *conn

@@ -31,8 +31,34 @@
 // whose documentation states the bound; MemoryInUse reports it.
 //
 // Handlers run on the worker's thread and must not block: a blocked handler
-// stalls every connection of its CPU. That is the trade this design makes
-// for locality; work that blocks belongs in another process.
+// stalls every connection of its CPU. A handler that must wait on a
+// backend (a database, another service) defers its request instead
+// (Ctx.Defer) and returns; the worker goes on with its other connections.
+// The backend call runs on a goroutine, with a client whose timeout comes
+// from the request's deadline (the Deferred's Context carries it, and is
+// cancelled when the client leaves or the server stops), or on a bounded
+// pool of goroutines; its result is handed back with Deferred.Finish,
+// whose function runs on the worker and writes the response with the
+// usual calls:
+//
+//	s.Handle("GET", "/v1/proxy/{id}", func(c *server.Ctx) {
+//		id := string(c.PathValue("id")) // copied: the goroutine outlives the handler
+//		d := c.Defer()
+//		go func() {
+//			req, _ := http.NewRequestWithContext(d.Context(), "GET", backend+"/items/"+id, nil)
+//			resp, err := client.Do(req) // ends at the request's deadline
+//			...
+//			d.Finish(func(c *server.Ctx) { c.Write(body) })
+//		}()
+//	})
+//
+// Responses on a connection keep their request order: the requests a
+// client pipelined behind a deferred one wait, unread, until it is
+// answered. A deferred request not finished by its deadline
+// (Config.DeferTimeout, RouteOptions.DeferTimeout, Ctx.DeferTimeout) is
+// answered 504 through Config.ErrorHandler; beyond
+// Config.MaxDeferredPerWorker, Defer answers 503 at once. See
+// Example_deferred.
 package server
 
 import (
