@@ -147,7 +147,7 @@ func TestDeferDeadline(t *testing.T) {
 		if err != nil || code != 504 || !strings.Contains(body, `"error"`) {
 			t.Fatalf("%s: %d %q %v, want a JSON 504", tc.path, code, body, err)
 		}
-		if el < tc.want || el > tc.want+time.Second { // a loaded machine can delay a pinned thread
+		if el < tc.want || el > tc.want+600*time.Millisecond { // a loaded machine can delay a pinned thread
 			t.Errorf("%s: 504 after %v, want %v", tc.path, el, tc.want)
 		}
 		t.Logf("%s: 504 after %v (deadline %v)", tc.path, el, tc.want)

@@ -370,7 +370,10 @@ func (w *worker) complete(d *Deferred, fn func(*Ctx)) {
 	default:
 		w.send(cn, out)
 		if cn.fd >= 0 && cn.state == stateOpen && w.setEvents(cn, unix.EPOLLIN|unix.EPOLLRDHUP) && len(cn.in) > 0 {
-			w.enqueue(cn) // the requests that waited behind it
+			// The requests that waited behind it: their header timeout
+			// runs from now, not from before the wait.
+			cn.reqStart = w.now
+			w.enqueue(cn)
 		}
 	}
 	w.out = out[:0]
