@@ -155,8 +155,8 @@ type Config struct {
 	DeferTimeout time.Duration
 	// MaxDeferredPerWorker bounds the requests a worker holds deferred;
 	// beyond it (or beyond MemoryBudget) Defer answers 503 at once. Each
-	// holds about 1.5 KiB plus its request bytes, counted in
-	// MemoryBudget. A connection has at most one deferred request at a
+	// holds about 5 KiB (its own Ctx and request, two contexts, a timer)
+	// plus its request bytes, counted in MemoryBudget. A connection has at most one deferred request at a
 	// time: the requests it pipelined behind it wait unread.
 	MaxDeferredPerWorker int
 }

@@ -183,7 +183,8 @@ func (w *worker) closeFDs() {
 	}
 }
 
-// wake interrupts epoll_wait; the Server calls it with wakeMu held.
+// wake interrupts epoll_wait; the Server calls it with wakeMu held,
+// Deferred.Finish within finInflight (see stopDeferred).
 func (w *worker) wake() {
 	one := [8]byte{1}
 	unix.Write(w.evfd, one[:])
