@@ -139,3 +139,54 @@ func readOne(br *bufio.Reader) (code int, body string, err error) {
 
 var _ = context.Background
 var _ atomic.Int64
+
+// TestDeferHoldsReading: a connection with a deferred request is not read
+// while it is held: a client that pipelines 400 KB of requests behind it
+// makes the worker hold no more than before (its input buffer; the rest
+// waits in the kernel, and the client's writes block), and no request is
+// refused for a full buffer. Once the deferred request is finished, every
+// request behind it is answered, in order.
+func TestDeferHoldsReading(t *testing.T) {
+	held := make(chan *server.Deferred, 1)
+	s, addr := startAPI(t, nil, func(s *server.Server) {
+		s.Handle("GET", "/now/{n}", func(c *server.Ctx) { c.Write(c.PathValue("n")) })
+		s.Handle("GET", "/d", func(c *server.Ctx) { held <- c.Defer() })
+	})
+	nc, br := dial(t, addr)
+	nc.SetDeadline(time.Now().Add(60 * time.Second))
+	io.WriteString(nc, "GET /d HTTP/1.1\r\nHost: x\r\n\r\n")
+	d := <-held
+	time.Sleep(20 * time.Millisecond)
+	before := s.MemoryInUse()
+	const n = 10000
+	wrote := make(chan error, 1)
+	go func() {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "GET /now/%d HTTP/1.1\r\nHost: x\r\n\r\n", i)
+		}
+		_, err := io.WriteString(nc, b.String())
+		wrote <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	during := s.MemoryInUse()
+	t.Logf("MemoryInUse with a deferred request and 400 KB pipelined behind it: %d KiB before, %d KiB during", before>>10, during>>10)
+	if during > before+16<<10 {
+		t.Errorf("MemoryInUse grew from %d to %d while the connection's request was deferred: it was read", before, during)
+	}
+	if !d.Finish(func(c *server.Ctx) { c.WriteString("deferred") }) {
+		t.Fatal("Finish reported false")
+	}
+	if code, body, err := readOne(br); err != nil || code != 200 || body != "deferred" {
+		t.Fatalf("deferred request: %d %q %v", code, body, err)
+	}
+	for i := range n {
+		code, body, err := readOne(br)
+		if err != nil || code != 200 || body != strconv.Itoa(i) {
+			t.Fatalf("request %d behind the deferred one: %d %q %v", i, code, body, err)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
