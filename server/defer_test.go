@@ -190,3 +190,41 @@ func TestDeferHoldsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeferRequestCopy: the function given to Finish sees the deferred
+// request whole (path value, %-decoded wildcard, query value, header,
+// Content-Length and chunked bodies, after empty lines the parser
+// skipped), though the worker's buffers have served other requests since.
+func TestDeferRequestCopy(t *testing.T) {
+	held := make(chan *server.Deferred, 4)
+	_, addr := startAPI(t, nil, func(s *server.Server) {
+		s.Handle("GET", "/now/{n}", func(c *server.Ctx) { c.Write(c.PathValue("n")) })
+		s.Handle("POST", "/echo/{id}", func(c *server.Ctx) { held <- c.Defer() })
+	})
+	for _, tc := range []struct{ req, want string }{
+		{"POST /echo/a%20b?q=x+y HTTP/1.1\r\nHost: x\r\nX-Tag: t1\r\nContent-Length: 5\r\n\r\nhello", "a b|x y|t1|hello"},
+		{"\r\n\r\nPOST /echo/c?q=z HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nX-Tag: t2\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", "c|z|t2|abcde"},
+	} {
+		nc, br := dial(t, addr)
+		// A request pipelined behind it: the worker moves it to the
+		// front of the connection's buffer, over the deferred one.
+		io.WriteString(nc, tc.req+"GET /now/after-the-deferred-one HTTP/1.1\r\nHost: x\r\n\r\n")
+		d := <-held
+		// Other requests overwrite the worker's buffers and scratch.
+		nc2, br2 := dial(t, addr)
+		for i := range 3 {
+			fmt.Fprintf(nc2, "GET /now/zz%%20%d HTTP/1.1\r\nHost: yyyyyyyy\r\nX-Tag: other\r\n\r\n", i)
+			readOne(br2)
+		}
+		d.Finish(func(c *server.Ctx) {
+			q, _ := c.QueryValue("q")
+			fmt.Fprintf(c, "%s|%s|%s|%s", c.PathValue("id"), q, c.Header("X-Tag"), c.Body())
+		})
+		if code, body, err := readOne(br); err != nil || code != 200 || body != tc.want {
+			t.Errorf("%q: %d %q %v, want %q", tc.req, code, body, err, tc.want)
+		}
+		if code, body, err := readOne(br); err != nil || code != 200 || body != "after-the-deferred-one" {
+			t.Errorf("the request behind: %d %q %v", code, body, err)
+		}
+	}
+}

@@ -187,12 +187,24 @@ func (d *Deferred) Finish(fn func(c *Ctx)) bool {
 // and how many bytes of wildcard values lie outside them (decoded into
 // scratch).
 func requestSpan(c *Ctx) (lo uintptr, n, extra int) {
+	// From the method (the request line's start, after any empty lines
+	// the parser skipped) to the end of the last slice the request has:
+	// the head's last field, or the body. Not HeaderLen past the method:
+	// HeaderLen counts the skipped empty lines too.
 	r := &c.req
 	lo = uintptr(unsafe.Pointer(unsafe.SliceData(r.Method)))
-	hi := lo + uintptr(r.HeaderLen)
-	if len(r.Body) > 0 {
-		hi = max(hi, uintptr(unsafe.Pointer(unsafe.SliceData(r.Body)))+uintptr(len(r.Body)))
+	hi := lo + uintptr(len(r.Method))
+	end := func(s []byte) {
+		if p := uintptr(unsafe.Pointer(unsafe.SliceData(s))); len(s) > 0 && p >= lo {
+			hi = max(hi, p+uintptr(len(s)))
+		}
 	}
+	end(r.Target)
+	for i := range r.NumHeaders {
+		end(r.Headers[i].Value)
+		end(r.Headers[i].Name)
+	}
+	end(r.Body)
 	n = int(hi - lo)
 	for _, v := range c.vals {
 		if !inside(v, lo, n) {
