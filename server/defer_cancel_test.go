@@ -7,7 +7,9 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -219,3 +221,66 @@ type bufioConn struct {
 }
 
 var _ = runtime.NumGoroutine
+
+// syncLog collects log lines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDeferPanics: a Finish function that panics gets its request a 500
+// (through the ErrorHandler) and its connection closed, and the panic is
+// logged; a handler that panics after Defer gets a 500 too, and its
+// Deferred is cancelled (Finish false). The worker goes on.
+func TestDeferPanics(t *testing.T) {
+	held := make(chan *server.Deferred, 2)
+	var log syncLog
+	_, addr := startAPI(t, func(c *server.Config) { c.ErrorHandler = jsonError; c.Log = &log }, func(s *server.Server) {
+		s.Handle("GET", "/d", func(c *server.Ctx) { held <- c.Defer() })
+		s.Handle("GET", "/p", func(c *server.Ctx) {
+			held <- c.Defer()
+			panic("after defer")
+		})
+		deferRoutes(s)
+	})
+	nc, br := dial(t, addr)
+	io.WriteString(nc, "GET /d HTTP/1.1\r\nHost: x\r\n\r\n")
+	d := <-held
+	d.Finish(func(c *server.Ctx) { panic("in finish") })
+	code, body, err := readOne(br)
+	if err != nil || code != 500 || !strings.Contains(body, `"error"`) {
+		t.Fatalf("panicking Finish: %d %q %v, want the JSON 500", code, body, err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("connection after the 500: %v, want EOF", err)
+	}
+	nc, br = dial(t, addr)
+	io.WriteString(nc, "GET /p HTTP/1.1\r\nHost: x\r\n\r\n")
+	d = <-held
+	if code, _, err := readOne(br); err != nil || code != 500 {
+		t.Fatalf("handler panicking after Defer: %d %v, want 500", code, err)
+	}
+	if d.Finish(func(*server.Ctx) {}) {
+		t.Error("Finish of a request whose handler panicked reported true")
+	}
+	nc, br = dial(t, addr)
+	io.WriteString(nc, "GET /later/7?ms=1 HTTP/1.1\r\nHost: x\r\nX-Tag: ok\r\n\r\n")
+	if code, body, err := readOne(br); err != nil || code != 200 || body != "7ok" {
+		t.Errorf("after the panics: %d %q %v", code, body, err)
+	}
+	if l := log.String(); !strings.Contains(l, "in finish") || !strings.Contains(l, "after defer") {
+		t.Errorf("log %q: want both panics", l)
+	}
+}
