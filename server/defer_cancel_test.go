@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,5 +283,39 @@ func TestDeferPanics(t *testing.T) {
 	}
 	if l := log.String(); !strings.Contains(l, "in finish") || !strings.Contains(l, "after defer") {
 		t.Errorf("log %q: want both panics", l)
+	}
+}
+
+// TestDeferCancelWhileWriting: a client that pipelined a large response
+// and a deferred request, does not read, and then closes its side (FIN)
+// has the deferred request cancelled at once, though the worker is still
+// waiting to send it the large response.
+func TestDeferCancelWhileWriting(t *testing.T) {
+	held := make(chan *server.Deferred, 1)
+	_, addr := startAPI(t, func(c *server.Config) { c.SendBuf = 4096; c.DeferTimeout = 5 * time.Second }, func(s *server.Server) {
+		s.Handle("GET", "/big", func(c *server.Ctx) { c.Write(make([]byte, 30<<10)) })
+		s.Handle("GET", "/d", func(c *server.Ctx) { held <- c.Defer() })
+	})
+	dl := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	nc, err := dl.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	io.WriteString(nc, "GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /d HTTP/1.1\r\nHost: x\r\n\r\n")
+	d := <-held
+	time.Sleep(20 * time.Millisecond)
+	t0 := time.Now()
+	nc.(*net.TCPConn).CloseWrite()
+	select {
+	case <-d.Context().Done():
+		t.Logf("cancelled %v after the FIN", time.Since(t0))
+	case <-time.After(2 * time.Second):
+		t.Fatal("deferred request not cancelled 2 s after the client's FIN")
+	}
+	if c := context.Cause(d.Context()); !errors.Is(c, server.ErrClientGone) {
+		t.Errorf("cause %v, want ErrClientGone", c)
 	}
 }

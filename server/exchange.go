@@ -305,7 +305,11 @@ func (w *worker) send(c *conn, out []byte) {
 		if n < len(out) {
 			c.pending = w.bud.setPending(c.pending, out[max(n, 0):])
 			c.state = stateWriting
-			w.setEvents(c, unix.EPOLLOUT)
+			events := uint32(unix.EPOLLOUT)
+			if c.d != nil {
+				events |= unix.EPOLLRDHUP // a FIN cancels the deferred request
+			}
+			w.setEvents(c, events)
 			return
 		}
 		c.lastActive = w.now
