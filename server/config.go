@@ -156,9 +156,14 @@ type Config struct {
 	// MaxDeferredPerWorker bounds the requests a worker holds deferred;
 	// beyond it (or beyond MemoryBudget) Defer answers 503 at once. Each
 	// holds about 5 KiB (its own Ctx and request, two contexts, a timer)
-	// plus its request bytes, counted in MemoryBudget. A connection has at most one deferred request at a
-	// time: the requests it pipelined behind it wait unread.
+	// plus its request bytes, counted in MemoryBudget.
 	MaxDeferredPerWorker int
+	// MaxDeferredPerConn bounds the deferred requests of one connection
+	// (a client pipelining); beyond it Defer answers 503 at once, in the
+	// connection's order. The responses to requests behind a deferred one
+	// wait for it, up to MaxOutputPerTurn bytes; beyond that the
+	// connection is not read until they can go.
+	MaxDeferredPerConn int
 }
 
 // DefaultSendBuf is the default SO_SNDBUF: what a connection whose peer
@@ -194,6 +199,7 @@ func DefaultConfig() Config {
 
 		DeferTimeout:         10 * time.Second,
 		MaxDeferredPerWorker: 4096,
+		MaxDeferredPerConn:   16,
 	}
 }
 
@@ -324,6 +330,9 @@ func (c *Config) normalize() {
 	}
 	if c.MaxDeferredPerWorker <= 0 {
 		c.MaxDeferredPerWorker = d.MaxDeferredPerWorker
+	}
+	if c.MaxDeferredPerConn <= 0 {
+		c.MaxDeferredPerConn = d.MaxDeferredPerConn
 	}
 	if c.ServerName == "" {
 		c.ServerName = d.ServerName

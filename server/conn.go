@@ -35,7 +35,7 @@ type conn struct {
 	sent100    bool // 100 Continue sent for the request being read
 	queued     bool // in w.ready: requests left over from a turn cut short
 
-	d *Deferred // its deferred request; the requests behind it wait (deferred.go)
+	deferQueue // its deferred requests and the responses queued behind them (deferred.go)
 
 	remote netip.AddrPort // the peer, from accept4 (Ctx.RemoteAddr)
 
@@ -206,7 +206,7 @@ func (w *worker) closeConn(c *conn) {
 		return
 	}
 	if c.d != nil {
-		w.dropDeferred(c.d, ErrClientGone)
+		w.dropQueue(c, ErrClientGone)
 	}
 	unix.Close(c.fd)
 	c.fd = -1

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -133,7 +134,9 @@ func TestDeferDeadline(t *testing.T) {
 	}{{"/hung", 150 * time.Millisecond}, {"/hungcall", 300 * time.Millisecond}} {
 		nc, br := dial(t, addr)
 		t0 := time.Now()
-		fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\nGET /now/after HTTP/1.1\r\nHost: x\r\n\r\n", tc.path)
+		// Behind the hung request: a deferred one finished at once (its
+		// response waits for the 504) and an immediate one.
+		fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\nGET /later/x?ms=1 HTTP/1.1\r\nHost: x\r\nX-Tag: y\r\n\r\nGET /now/after HTTP/1.1\r\nHost: x\r\n\r\n", tc.path)
 		// Another connection meanwhile.
 		nc2, br2 := dial(t, addr)
 		for i := range 5 {
@@ -156,6 +159,9 @@ func TestDeferDeadline(t *testing.T) {
 		t.Logf("%s: 504 after %v (deadline %v)", tc.path, el, tc.want)
 		if <-h.late {
 			t.Errorf("%s: late Finish reported true", tc.path)
+		}
+		if code, body, err := readOne(br); err != nil || code != 200 || body != "xy" {
+			t.Fatalf("deferred request behind the hung one: %d %q %v", code, body, err)
 		}
 		if code, body, err := readOne(br); err != nil || code != 200 || body != "after" {
 			t.Fatalf("pipelined request behind the hung one: %d %q %v", code, body, err)
@@ -193,8 +199,9 @@ func TestDeferFull(t *testing.T) {
 		fmt.Fprint(nc, "GET /d HTTP/1.1\r\nHost: x\r\n\r\n")
 		conns = append(conns, &bufioConn{nc, br})
 	}
+	var ds []*server.Deferred
 	for range max {
-		<-held
+		ds = append(ds, <-held)
 	}
 	nc, br := dial(t, addr)
 	t0 := time.Now()
@@ -210,15 +217,52 @@ func TestDeferFull(t *testing.T) {
 	if refused.Load() != 1 {
 		t.Errorf("refused %d, want 1", refused.Load())
 	}
-	close(held)
-	for d := range held {
-		_ = d
+	for _, d := range ds {
+		d.Finish(func(c *server.Ctx) { c.WriteString("ok") })
+	}
+	for _, bc := range conns {
+		if code, body, err := readOne(bc.r); err != nil || code != 200 || body != "ok" {
+			t.Fatalf("held request: %d %q %v", code, body, err)
+		}
+	}
+
+	// Per connection: MaxDeferredPerConn 2; a pipeline of three deferred
+	// requests and an immediate one: the third is refused at once (its
+	// handler sees ErrOverloaded), and the answers keep the order: the
+	// two (finished in reverse order), the 503, the immediate one.
+	_, addr = startAPI(t, func(c *server.Config) { c.MaxDeferredPerConn = 2 }, func(s *server.Server) {
+		s.Handle("GET", "/d/{n}", func(c *server.Ctx) {
+			d := c.Defer()
+			if errors.Is(context.Cause(d.Context()), server.ErrOverloaded) {
+				refused.Add(1)
+				return
+			}
+			held <- d
+		})
+		deferRoutes(s)
+	})
+	refused.Store(0)
+	nc, br = dial(t, addr)
+	fmt.Fprint(nc, "GET /d/1 HTTP/1.1\r\nHost: x\r\n\r\nGET /d/2 HTTP/1.1\r\nHost: x\r\n\r\nGET /d/3 HTTP/1.1\r\nHost: x\r\n\r\nGET /now/4 HTTP/1.1\r\nHost: x\r\n\r\n")
+	d1, d2 := <-held, <-held
+	waitFor(t, func() bool { return refused.Load() == 1 }, "the third deferred request refused")
+	d2.Finish(func(c *server.Ctx) { c.WriteString("2") })
+	time.Sleep(20 * time.Millisecond)
+	d1.Finish(func(c *server.Ctx) { c.WriteString("1") })
+	for _, want := range []struct {
+		code int
+		body string
+	}{{200, "1"}, {200, "2"}, {503, ""}, {200, "4"}} {
+		code, body, err := readOne(br)
+		if err != nil || code != want.code || (want.body != "" && body != want.body) {
+			t.Fatalf("pipeline: %d %q %v, want %d %q", code, body, err, want.code, want.body)
+		}
 	}
 }
 
 type bufioConn struct {
 	net.Conn
-	r interface{ ReadString(byte) (string, error) }
+	r *bufio.Reader
 }
 
 var _ = runtime.NumGoroutine

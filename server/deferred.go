@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hotpath-dev/hotpath/server/http1"
 )
 
 // Deferred responses: a handler that must wait on a backend detaches its
@@ -24,16 +26,19 @@ import (
 // that takes the whole stack at once) and writes the worker's eventfd,
 // which is in its epoll set, unless a write is already pending (finWake).
 // The synchronous path does not change: a handler that does not defer
-// costs one comparison more per request (respond's loop stops behind a
-// deferred request) and no allocation.
+// costs one comparison more per request (respond's loop stops when a
+// connection's queue is full) and no allocation.
 //
-// Order: a connection's responses go out in request order. While a
-// request of a connection is deferred, the requests behind it wait in the
-// connection's input buffer, unparsed, and the connection is not read
-// (its epoll registration keeps only EPOLLRDHUP; hang-ups and errors are
-// always reported): what a connection with a deferred request can make
-// the worker hold is its input buffer. So at most one request per
-// connection is deferred at a time.
+// Order: a connection's responses go out in request order. The requests
+// a client pipelines behind a deferred one are served as usual, but their
+// responses wait in the deferred request's after buffer (and the response
+// of a deferred request finished before its turn in its resp), counted in
+// the memory budget, until the deferred requests before them are
+// answered. At most Config.MaxDeferredPerConn deferred requests per
+// connection (beyond: 503, in order); once the waiting responses reach
+// Config.MaxOutputPerTurn bytes, the connection is neither parsed nor
+// read (its epoll registration keeps only EPOLLRDHUP; hang-ups and errors
+// are always reported) until they can go.
 
 // Deferred is a request detached from its handler by Ctx.Defer.
 type Deferred struct {
@@ -53,6 +58,10 @@ type Deferred struct {
 	size     int64 // what d holds, in the worker's memory budget
 	c        Ctx   // the request, its bytes in raw
 	raw      []byte
+	nextc    *Deferred // the connection's next deferred request
+	ready    bool      // finished before its turn: resp waits for it
+	resp     []byte    // its response, when ready
+	after    []byte    // the responses to the requests after it, before nextc
 }
 
 const (
@@ -79,6 +88,7 @@ type deferrals struct {
 	held         []*Deferred // pending and finishing, by idx
 	nextDeadline int64       // no deadline in held is earlier
 	pendingDefer *Deferred   // made by the running handler, held once it returns
+	mark         int         // respond's output from here on follows the connection's newest deferred request
 
 	// Written by other goroutines (Finish).
 	_           [64]byte
@@ -121,7 +131,7 @@ func (c *Ctx) DeferTimeout(timeout time.Duration) *Deferred {
 	}
 	lo, n, extra := requestSpan(c)
 	size := deferOverhead + int64(n+extra)
-	if len(w.held) >= cfg.MaxDeferredPerWorker || !w.bud.takeHeld(size) {
+	if len(w.held) >= cfg.MaxDeferredPerWorker || c.c.dn >= cfg.MaxDeferredPerConn || !w.bud.takeHeld(size) {
 		w.serverError(c, 503, "server busy: too many deferred requests")
 		return w.srv.refused
 	}
@@ -252,24 +262,72 @@ func (d *Deferred) rebase(lo uintptr, n int) {
 	}
 }
 
+// deferQueue is the part of a connection that keeps its responses in
+// order around its deferred requests: d is the oldest, each one's after
+// holds the responses of the requests that came after it (up to the next
+// deferred one), and a deferred request finished before its turn keeps
+// its response in resp.
+type deferQueue struct {
+	d      *Deferred // the oldest deferred request; nil: none
+	dlast  *Deferred // the newest
+	dn     int       // how many
+	dbytes int       // bytes in their resp and after buffers
+	dstop  bool      // dbytes reached the bound: not read nor parsed until they go
+}
+
 // hold takes the request the handler deferred (serve, when the handler
-// returned with c.status 0 and pendingDefer set): the connection stops
-// reading and parsing until it is answered.
+// returned with c.status 0 and pendingDefer set). The responses before
+// it in out go out now; those after it wait for it (queueTail).
 func (w *worker) hold(out []byte, cn *conn) []byte {
 	d := w.pendingDefer
 	w.pendingDefer = nil
 	d.cn = cn
 	d.c.c = cn
-	cn.d = d
+	if d.c.closeConn {
+		cn.closeAfter = true // nothing after it is parsed
+	}
+	if cn.d == nil {
+		cn.d = d
+		w.mark = len(out)
+	} else {
+		out = w.queueTail(cn, out)
+		cn.dlast.nextc = d
+	}
+	cn.dlast = d
+	cn.dn++
 	d.idx = len(w.held)
 	w.held = append(w.held, d)
 	if len(w.held) == 1 || d.deadline < w.nextDeadline {
 		w.nextDeadline = d.deadline
 	}
-	// Not EPOLLIN: the requests behind it wait. A failure leaves EPOLLIN
-	// on; handleEvent then ignores input (see deferredEvent).
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP, Fd: cn.slot, Pad: cn.gen}
-	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, cn.fd, &ev)
+	return out
+}
+
+// queueTail moves the responses out holds after w.mark, which follow c's
+// newest deferred request, into its after buffer, and returns out
+// without them. Once c holds MaxOutputPerTurn bytes of such responses,
+// it is neither read nor parsed until they can go.
+func (w *worker) queueTail(c *conn, out []byte) []byte {
+	if k := len(out) - w.mark; k > 0 {
+		l := c.dlast
+		if cap(l.after)-len(l.after) < k {
+			nb := make([]byte, len(l.after), 2*cap(l.after)+k)
+			copy(nb, l.after)
+			w.bud.giveHeld(int64(cap(l.after)))
+			w.bud.takeAlways(int64(cap(nb)))
+			l.after = nb
+		}
+		l.after = append(l.after, out[w.mark:]...)
+		c.dbytes += k
+		out = out[:w.mark]
+	}
+	if c.dbytes >= w.srv.cfg.MaxOutputPerTurn && !c.dstop && c.fd >= 0 {
+		c.dstop = true
+		if c.state == stateOpen {
+			ev := unix.EpollEvent{Events: unix.EPOLLRDHUP, Fd: c.slot, Pad: c.gen}
+			unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
+		}
+	}
 	return out
 }
 
@@ -285,40 +343,69 @@ func (w *worker) abandonPending() {
 	}
 }
 
-// deferredEvent handles an event of a connection with a deferred request:
-// a hang-up, reset or error cancels it and closes the connection at once
-// (its client is gone); pending output is flushed; input waits.
+// deferredEvent handles an event of a connection with deferred requests:
+// a hang-up, reset or error cancels them and closes the connection at
+// once (its client is gone); otherwise as handleEvent.
 func (w *worker) deferredEvent(c *conn, events uint32) {
-	if events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+	switch {
+	case events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0:
 		w.closeConn(c)
-		return
-	}
-	if c.state == stateWriting && events&unix.EPOLLOUT != 0 {
-		w.flush(c)
+	case c.state == stateWriting:
+		if events&unix.EPOLLOUT != 0 {
+			w.flush(c)
+		}
+	case c.dstop:
+		// Input waits (a failed epoll_ctl left EPOLLIN on).
+	case len(c.in) == cap(c.in):
+		// A request larger than the buffer: its 413 would go out
+		// before the responses that wait; it waits with them.
+		c.dstop = true
+		w.setEvents(c, unix.EPOLLRDHUP)
+	case events&unix.EPOLLIN != 0:
+		w.read(c)
 	}
 }
 
-// dropDeferred cancels d with cause and frees what it holds; nothing is
-// written for it. Its connection, if still open, is the caller's.
+// dropDeferred cancels d with cause and takes it off the worker's list;
+// nothing is written for it.
 func (w *worker) dropDeferred(d *Deferred, cause error) {
 	d.state.CompareAndSwap(deferPending, deferGone)
 	d.cancel(cause)
 	d.stop()
-	w.releaseDeferred(d)
+	w.unhold(d)
 }
 
-// releaseDeferred takes d out of the worker's and its connection's hands.
-func (w *worker) releaseDeferred(d *Deferred) {
+// unhold takes d off the worker's list of held requests and gives back
+// what it held (not its queued responses: those are the connection's).
+func (w *worker) unhold(d *Deferred) {
+	if d.idx < 0 {
+		return
+	}
 	last := w.held[len(w.held)-1]
 	w.held[d.idx] = last
 	last.idx = d.idx
 	w.held[len(w.held)-1] = nil
 	w.held = w.held[:len(w.held)-1]
+	d.idx = -1
 	w.bud.giveHeld(d.size)
-	d.cn.d = nil
-	d.cn = nil
-	d.c.c = nil
+	d.c.req = http1.Request{}
+	d.raw = nil
 	d.fn = nil
+}
+
+// dropQueue drops all of c's deferred requests (cause: why) and the
+// responses queued behind them.
+func (w *worker) dropQueue(c *conn, cause error) {
+	for d := c.d; d != nil; {
+		next := d.nextc
+		if d.idx >= 0 {
+			w.dropDeferred(d, cause)
+		}
+		w.bud.giveHeld(int64(cap(d.resp) + cap(d.after)))
+		d.resp, d.after, d.nextc, d.cn, d.c.c = nil, nil, nil, nil, nil
+		d = next
+	}
+	c.deferQueue = deferQueue{}
 }
 
 // runFinished runs the functions handed over by Finish, oldest first.
@@ -335,15 +422,19 @@ func (w *worker) runFinished() {
 	for d := rev; d != nil; {
 		next := d.next
 		d.next = nil
-		if d.cn != nil { // else dropped since (client gone)
+		if d.idx >= 0 { // else dropped since (client gone)
 			w.complete(d, d.fn)
 		}
 		d = next
 	}
 }
 
-// complete answers d with fn, or with the 504 when fn is nil, and gives
-// its connection back to its other requests.
+// complete answers d with fn, or with the 504 when fn is nil. When d is
+// its connection's oldest deferred request, its response goes out with
+// the responses queued behind it, and those of the deferred requests
+// after it already finished, up to the first one still pending; and the
+// connection's waiting requests get their turn. Otherwise its response
+// waits for its turn in d.resp.
 func (w *worker) complete(d *Deferred, fn func(*Ctx)) {
 	cn := d.cn
 	c := &d.c
@@ -351,8 +442,12 @@ func (w *worker) complete(d *Deferred, fn func(*Ctx)) {
 	w.body = w.body[:0]
 	w.scratch = w.scratch[:0]
 	c.status = 200
+	// A drain closes the connection after everything queued.
 	if w.draining {
-		c.closeConn = true
+		cn.closeAfter = true
+		if d.nextc == nil && len(d.after) == 0 {
+			c.closeConn = true // the last response of the connection
+		}
 	}
 	if fn != nil {
 		d.state.Store(deferDone)
@@ -363,34 +458,102 @@ func (w *worker) complete(d *Deferred, fn func(*Ctx)) {
 	if c.status < 200 || c.status > 599 {
 		c.status = 500
 	}
-	if c.closeConn {
-		cn.closeAfter = true
-	}
+	closing := c.closeConn // after the drain's, nothing is queued behind it
 	d.cancel(context.Canceled)
 	d.stop()
-	w.releaseDeferred(d)
 	out := w.appendResponse(w.out[:0], c, head)
+	w.unhold(d)
 	w.bodyHigh = max(w.bodyHigh, len(w.body))
+	w.outHigh = max(w.outHigh, len(out))
+	if cn.d != d {
+		// Not its turn.
+		d.resp = append(make([]byte, 0, len(out)), out...)
+		w.bud.takeAlways(int64(cap(d.resp)))
+		cn.dbytes += len(d.resp)
+		d.ready = true
+		if closing {
+			w.truncateAfter(cn, d)
+		}
+		w.out = out[:0]
+		return
+	}
+	if closing {
+		w.truncateAfter(cn, d)
+	}
+	wasStopped := cn.dstop
+	out = append(out, d.after...)
+	w.pop(cn)
+	for h := cn.d; h != nil && h.ready; h = cn.d {
+		out = append(out, h.resp...)
+		out = append(out, h.after...)
+		w.pop(cn)
+	}
+	if cn.d == nil {
+		cn.deferQueue = deferQueue{}
+	}
 	w.outHigh = max(w.outHigh, len(out))
 	switch cn.state {
 	case stateWriting:
-		// Earlier responses are still pending: this one goes after
-		// them; flush resumes reading once all is out.
+		// Earlier responses are still pending: these go after them;
+		// flush resumes reading once all is out.
 		p := make([]byte, 0, len(cn.pending)+len(out))
 		p = append(append(p, cn.pending...), out...)
 		cn.pending = w.bud.replacePending(cn.pending, p)
 	default:
+		if cn.dstop && cn.dbytes < w.srv.cfg.MaxOutputPerTurn {
+			cn.dstop = false
+		}
 		w.send(cn, out)
-		if cn.fd >= 0 && cn.state == stateOpen && w.setEvents(cn, unix.EPOLLIN|unix.EPOLLRDHUP) && len(cn.in) > 0 {
-			// The requests that waited behind it: their header timeout
-			// runs from now, not from before the wait.
-			cn.reqStart = w.now
-			w.enqueue(cn)
+		if cn.fd >= 0 && cn.state == stateOpen && !cn.dstop && !cn.closeAfter {
+			if wasStopped && !w.setEvents(cn, unix.EPOLLIN|unix.EPOLLRDHUP) {
+				break
+			}
+			if len(cn.in) > 0 {
+				// The requests that waited: their header timeout
+				// runs from now, not from before the wait.
+				cn.reqStart = w.now
+				w.enqueue(cn)
+			}
 		}
 	}
 	w.out = out[:0]
-	c.req.Body, c.req.Method = nil, nil
-	d.raw = nil
+}
+
+// pop takes c's oldest deferred request off its queue.
+func (w *worker) pop(c *conn) {
+	d := c.d
+	c.d = d.nextc
+	if c.d == nil {
+		c.dlast = nil
+	}
+	c.dn--
+	n := cap(d.resp) + cap(d.after)
+	c.dbytes -= len(d.resp) + len(d.after)
+	w.bud.giveHeld(int64(n))
+	d.resp, d.after, d.nextc, d.cn, d.c.c = nil, nil, nil, nil, nil
+}
+
+// truncateAfter ends c's queue at d, whose response closes the
+// connection: what came after it is dropped (the client was told the
+// connection closes; it cannot have expected more).
+func (w *worker) truncateAfter(c *conn, d *Deferred) {
+	c.closeAfter = true
+	for o := d.nextc; o != nil; {
+		next := o.nextc
+		if o.idx >= 0 {
+			w.dropDeferred(o, ErrClientGone)
+		}
+		w.bud.giveHeld(int64(cap(o.resp) + cap(o.after)))
+		c.dbytes -= len(o.resp) + len(o.after)
+		c.dn--
+		o.resp, o.after, o.nextc, o.cn, o.c.c = nil, nil, nil, nil, nil
+		o = next
+	}
+	d.nextc = nil
+	c.dlast = d
+	w.bud.giveHeld(int64(cap(d.after)))
+	c.dbytes -= len(d.after)
+	d.after = nil
 }
 
 // runDeferred runs Finish's fn; a panic is answered 500 and closes the
@@ -454,9 +617,8 @@ func (w *worker) stopDeferred() {
 		runtime.Gosched()
 	}
 	for len(w.held) > 0 {
-		d := w.held[len(w.held)-1]
-		cn := d.cn
-		w.dropDeferred(d, ErrDrained)
+		cn := w.held[len(w.held)-1].cn
+		w.dropQueue(cn, ErrDrained)
 		w.closeConn(cn)
 	}
 	w.abandonPending()
@@ -473,7 +635,14 @@ func (b *budget) takeHeld(n int64) bool {
 	return true
 }
 
-// giveHeld gives back what takeHeld took.
+// takeAlways accounts for n bytes that must be kept (responses already
+// made), whatever the limit.
+func (b *budget) takeAlways(n int64) {
+	b.held += n
+	b.extra += n
+}
+
+// giveHeld gives back what takeHeld or takeAlways took.
 func (b *budget) giveHeld(n int64) {
 	b.held -= n
 	b.extra -= n

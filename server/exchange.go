@@ -85,6 +85,7 @@ func (w *worker) process(c *conn) {
 func (w *worker) respond(c *conn) (out []byte) {
 	cfg := &w.srv.cfg
 	out = w.out[:0]
+	w.mark = 0 // see hold
 	p := 0
 	served := 0
 	defer func() {
@@ -96,6 +97,9 @@ func (w *worker) respond(c *conn) (out []byte) {
 		}
 		if v := recover(); v != nil {
 			out = w.handlerPanicked(out, c, v)
+			if c.d != nil {
+				out = w.queueTail(c, out)
+			}
 			w.requests.Add(uint64(served))
 		}
 	}()
@@ -104,7 +108,7 @@ func (w *worker) respond(c *conn) (out []byte) {
 		maxReqs = 1
 	}
 	bigFront := false // the incomplete request at the front needs a grown buffer
-	for p < len(c.in) && !c.closeAfter && c.d == nil {
+	for p < len(c.in) && !c.closeAfter && !c.dstop {
 		if served >= maxReqs || len(out) >= maxOut {
 			w.enqueue(c)
 			break
@@ -129,6 +133,9 @@ func (w *worker) respond(c *conn) (out []byte) {
 		served++
 		c.sent100 = false
 		out = w.serve(out, c)
+	}
+	if c.d != nil {
+		out = w.queueTail(c, out) // what follows a deferred request waits for it
 	}
 	if served > 0 {
 		w.requests.Add(uint64(served))
@@ -314,7 +321,7 @@ func (w *worker) send(c *conn, out []byte) {
 		}
 		c.lastActive = w.now
 	}
-	if c.closeAfter {
+	if c.closeAfter && c.d == nil {
 		w.linger(c)
 	}
 }
@@ -335,14 +342,14 @@ func (w *worker) flush(c *conn) {
 	// Drained: a connection holds no output buffer between partial
 	// sends, so that idle connections cost only their input buffer.
 	c.pending = w.bud.replacePending(c.pending, nil)
-	if c.closeAfter {
+	if c.closeAfter && c.d == nil {
 		w.linger(c)
 		return
 	}
 	c.state = stateOpen
 	events := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
-	if c.d != nil {
-		events = unix.EPOLLRDHUP // the requests behind a deferred one wait
+	if c.dstop {
+		events = unix.EPOLLRDHUP // enough queued behind a deferred request
 	}
 	if !w.setEvents(c, events) {
 		return
@@ -362,7 +369,7 @@ func (w *worker) linger(c *conn) {
 		return
 	}
 	if c.d != nil {
-		w.dropDeferred(c.d, ErrClientGone)
+		w.dropQueue(c, ErrClientGone)
 	}
 	wasWriting := c.state == stateWriting
 	unix.Shutdown(c.fd, unix.SHUT_WR)

@@ -52,9 +52,10 @@
 //		}()
 //	})
 //
-// Responses on a connection keep their request order: the requests a
-// client pipelined behind a deferred one wait, unread, until it is
-// answered. A deferred request not finished by its deadline
+// Responses on a connection keep their request order: the responses to
+// requests a client pipelined behind a deferred one wait for it (bounded:
+// Config.MaxDeferredPerConn, Config.MaxOutputPerTurn).
+// A deferred request not finished by its deadline
 // (Config.DeferTimeout, RouteOptions.DeferTimeout, Ctx.DeferTimeout) is
 // answered 504 through Config.ErrorHandler; beyond
 // Config.MaxDeferredPerWorker, Defer answers 503 at once. See
