@@ -298,6 +298,16 @@ func TestDeferPanics(t *testing.T) {
 			held <- c.Defer()
 			panic("after defer")
 		})
+		s.Handle("GET", "/pf", func(c *server.Ctx) {
+			// Finish handed over before the handler panics.
+			d := c.Defer()
+			ok := make(chan bool)
+			go func() { ok <- d.Finish(func(c *server.Ctx) { c.WriteString("never") }) }()
+			if !<-ok {
+				panic("Finish before the handler returned reported false")
+			}
+			panic("after finish")
+		})
 		deferRoutes(s)
 	})
 	nc, br := dial(t, addr)
@@ -319,6 +329,11 @@ func TestDeferPanics(t *testing.T) {
 	}
 	if d.Finish(func(*server.Ctx) {}) {
 		t.Error("Finish of a request whose handler panicked reported true")
+	}
+	nc, br = dial(t, addr)
+	io.WriteString(nc, "GET /pf HTTP/1.1\r\nHost: x\r\n\r\n")
+	if code, _, err := readOne(br); err != nil || code != 500 {
+		t.Fatalf("handler panicking after Finish: %d %v, want 500", code, err)
 	}
 	nc, br = dial(t, addr)
 	io.WriteString(nc, "GET /later/7?ms=1 HTTP/1.1\r\nHost: x\r\nX-Tag: ok\r\n\r\n")

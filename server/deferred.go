@@ -135,7 +135,9 @@ func (c *Ctx) DeferTimeout(timeout time.Duration) *Deferred {
 		w.serverError(c, 503, "server busy: too many deferred requests")
 		return w.srv.refused
 	}
-	d := &Deferred{w: w, size: size, deadline: w.now + int64(timeout)}
+	// idx -1 until hold: a Deferred whose handler panics is never held,
+	// and runFinished must skip it even when Finish handed it over.
+	d := &Deferred{w: w, size: size, deadline: w.now + int64(timeout), idx: -1}
 	d.c = *c
 	d.raw = make([]byte, n, n+extra)
 	copy(d.raw, unsafe.Slice(unsafe.SliceData(c.req.Method), n))
