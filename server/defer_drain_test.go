@@ -187,3 +187,41 @@ func TestDeferDrain(t *testing.T) {
 		}
 	}
 }
+
+// TestDeferQueueClose: what is queued behind a deferred request when its
+// response closes the connection, or when the server drains. A Close in
+// the Finish function: its response says Connection: close and nothing
+// follows it (the response queued behind it is dropped). A drain: the
+// deferred response and those queued behind it all go out, then the
+// connection closes.
+func TestDeferQueueClose(t *testing.T) {
+	held := make(chan *server.Deferred, 2)
+	s, addr := startAPI(t, nil, func(s *server.Server) {
+		s.Handle("GET", "/d", func(c *server.Ctx) { held <- c.Defer() })
+		deferRoutes(s)
+	})
+	nc, _ := dial(t, addr)
+	io.WriteString(nc, "GET /d HTTP/1.1\r\nHost: x\r\n\r\nGET /now/1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	(<-held).Finish(func(c *server.Ctx) { c.WriteString("closing"); c.Close() })
+	b, _ := io.ReadAll(nc)
+	if r := string(b); !strings.Contains(r, "Connection: close") || !strings.HasSuffix(r, "closing") {
+		t.Errorf("Close in Finish: %q, want one response with Connection: close and nothing after", r)
+	}
+
+	nc, _ = dial(t, addr)
+	io.WriteString(nc, "GET /d HTTP/1.1\r\nHost: x\r\n\r\nGET /now/2 HTTP/1.1\r\nHost: x\r\n\r\n")
+	d := <-held
+	time.Sleep(20 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	time.Sleep(50 * time.Millisecond)
+	d.Finish(func(c *server.Ctx) { c.WriteString("first") })
+	b, _ = io.ReadAll(nc)
+	r := string(b)
+	if i, j := strings.Index(r, "first"), strings.LastIndex(r, "\r\n\r\n2"); i < 0 || j < i || !strings.HasSuffix(r, "2") {
+		t.Errorf("drain: %q, want the deferred response, then the one queued behind it, then the close", r)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
