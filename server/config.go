@@ -146,6 +146,24 @@ type Config struct {
 	// or writes more than MaxErrorResponse bytes, the default response is
 	// sent and the reason logged. nil: text/plain, msg and a newline.
 	ErrorHandler ErrorHandler
+
+	// DeferTimeout is the deadline of a deferred request (Ctx.Defer),
+	// from the moment it is deferred, unless its route
+	// (RouteOptions.DeferTimeout) or the call (Ctx.DeferTimeout) sets
+	// another: the request is then answered 504 (through ErrorHandler)
+	// and its context cancelled.
+	DeferTimeout time.Duration
+	// MaxDeferredPerWorker bounds the requests a worker holds deferred;
+	// beyond it (or beyond MemoryBudget) Defer answers 503 at once. Each
+	// holds about 5 KiB (its own Ctx and request, two contexts, a timer)
+	// plus its request bytes, counted in MemoryBudget.
+	MaxDeferredPerWorker int
+	// MaxDeferredPerConn bounds the deferred requests of one connection
+	// (a client pipelining); beyond it Defer answers 503 at once, in the
+	// connection's order. The responses to requests behind a deferred one
+	// wait for it, up to MaxOutputPerTurn bytes; beyond that the
+	// connection is not read until they can go.
+	MaxDeferredPerConn int
 }
 
 // DefaultSendBuf is the default SO_SNDBUF: what a connection whose peer
@@ -178,6 +196,10 @@ func DefaultConfig() Config {
 		HeaderTimeout:      10 * time.Second,
 		GracePeriod:        5 * time.Second,
 		ServerName:         "hotpath",
+
+		DeferTimeout:         10 * time.Second,
+		MaxDeferredPerWorker: 4096,
+		MaxDeferredPerConn:   16,
 	}
 }
 
@@ -302,6 +324,15 @@ func (c *Config) normalize() {
 	}
 	if c.GracePeriod <= 0 {
 		c.GracePeriod = d.GracePeriod
+	}
+	if c.DeferTimeout <= 0 {
+		c.DeferTimeout = d.DeferTimeout
+	}
+	if c.MaxDeferredPerWorker <= 0 {
+		c.MaxDeferredPerWorker = d.MaxDeferredPerWorker
+	}
+	if c.MaxDeferredPerConn <= 0 {
+		c.MaxDeferredPerConn = d.MaxDeferredPerConn
 	}
 	if c.ServerName == "" {
 		c.ServerName = d.ServerName

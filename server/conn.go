@@ -35,6 +35,8 @@ type conn struct {
 	sent100    bool // 100 Continue sent for the request being read
 	queued     bool // in w.ready: requests left over from a turn cut short
 
+	deferQueue // its deferred requests and the responses queued behind them (deferred.go)
+
 	remote netip.AddrPort // the peer, from accept4 (Ctx.RemoteAddr)
 
 	lastActive int64 // w.now (monotonic) of the last read or write
@@ -202,6 +204,9 @@ func (w *worker) addConn(fd int, withBuffer bool) *conn {
 func (w *worker) closeConn(c *conn) {
 	if c.fd < 0 {
 		return
+	}
+	if c.d != nil {
+		w.dropQueue(c, ErrClientGone)
 	}
 	unix.Close(c.fd)
 	c.fd = -1

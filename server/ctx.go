@@ -20,7 +20,8 @@ const maxRespHeaders = 16
 
 // Ctx is one request and the response being built for it. A worker reuses
 // one Ctx for all its requests: keep nothing from it after the handler
-// returns.
+// returns. A deferred request (Defer) gets a Ctx of its own, with a copy
+// of the request, which the function passed to Deferred.Finish receives.
 type Ctx struct {
 	w *worker
 	c *conn
@@ -137,7 +138,9 @@ func reservedHeader(name string) bool {
 }
 
 // Status returns the response status the handler set, 200 if it set
-// none: what a middleware wrapping it reads after calling it.
+// none: what a middleware wrapping it reads after calling it. It is 0
+// after Defer: the response is made later (wrap the Finish function to
+// see it).
 func (c *Ctx) Status() int { return c.status }
 
 // ResponseLen returns the length of the response body so far (what is
@@ -268,6 +271,9 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 		w.notRouted(c)
 	}
 	if c.status < 200 || c.status > 599 {
+		if w.pendingDefer != nil && c.status == 0 {
+			return w.hold(out, cn) // Ctx.Defer: answered later
+		}
 		// 1xx cannot be a final response; anything else is not a status.
 		c.status = 500
 	}
@@ -327,6 +333,7 @@ func (w *worker) notRouted(c *Ctx) {
 // request cost, cachegrind). What the handler wrote is dropped.
 func (w *worker) handlerPanicked(out []byte, cn *conn, p any) []byte {
 	w.inHandler = false
+	w.abandonPending()
 	c := &w.ctx
 	c.status = 500
 	c.nheaders = 0

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hotpath-dev/hotpath/server"
 	"github.com/hotpath-dev/hotpath/server/jsonenc"
@@ -157,4 +159,83 @@ func Example_api() {
 	// 404 {"error":"not found"}
 	// 413 {"error":"request body too large"}
 	// items: 2 requests, 51 bytes
+}
+
+// A route that calls a backend without blocking its worker: the handler
+// defers the request and returns; a bounded pool of goroutines calls the
+// backend with a client bound to the request's context (its deadline is
+// the route's DeferTimeout; it ends too when the client leaves or the
+// server stops); Finish hands the answer back to the worker, which writes
+// it. A backend that does not answer in time gets the client a 504 in the
+// API's format.
+func Example_deferred() {
+	// The backend: another service, here on loopback.
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/items/slow" {
+			<-r.Context().Done() // never answers in time
+			return
+		}
+		fmt.Fprintf(w, `{"item":%q}`, strings.TrimPrefix(r.URL.Path, "/items/"))
+	}))
+	defer backend.Close()
+
+	cfg := server.DefaultConfig()
+	cfg.Addr, cfg.Port = "127.0.0.1", 0
+	cfg.Log = io.Discard
+	cfg.ErrorHandler = func(c *server.Ctx, code int, msg string) {
+		c.SetContentType("application/json")
+		c.SetResponseBody(fmt.Appendf(c.ResponseBody(), `{"error":%q}`, msg))
+	}
+	s := server.New(cfg)
+
+	client := &http.Client{}         // no timeout of its own: each call's comes from its request
+	calls := make(chan struct{}, 64) // at most 64 backend calls at once
+	s.HandleWith("GET", "/v1/proxy/{id}", server.RouteOptions{DeferTimeout: 200 * time.Millisecond}, func(c *server.Ctx) {
+		id := string(c.PathValue("id")) // the handler's Ctx is reused once it returns: copy
+		d := c.Defer()
+		select {
+		case calls <- struct{}{}:
+		default:
+			d.Finish(func(c *server.Ctx) { c.Error(http.StatusServiceUnavailable, "backend busy") })
+			return
+		}
+		go func() {
+			defer func() { <-calls }()
+			req, _ := http.NewRequestWithContext(d.Context(), "GET", backend.URL+"/items/"+id, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				return // the deadline (answered 504), or the client left
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			d.Finish(func(c *server.Ctx) {
+				if err != nil {
+					c.Error(http.StatusBadGateway, "backend failed")
+					return
+				}
+				c.SetContentType("application/json")
+				c.Write(body)
+			})
+		}()
+	})
+	if err := s.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Shutdown(context.Background())
+
+	base := "http://127.0.0.1:" + strconv.Itoa(s.Port())
+	for _, id := range []string{"42", "slow"} {
+		resp, err := http.Get(base + "/v1/proxy/" + id)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, string(body))
+	}
+	// Output:
+	// 200 {"item":"42"}
+	// 504 {"error":"deferred response not finished in time"}
 }

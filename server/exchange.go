@@ -11,6 +11,10 @@ import (
 // that does not read them.
 
 func (w *worker) handleEvent(c *conn, events uint32) {
+	if c.d != nil {
+		w.deferredEvent(c, events)
+		return
+	}
 	if c.state == stateWriting {
 		// Not reading until the pending response is out; an error or
 		// hang-up surfaces as a failed send.
@@ -81,6 +85,7 @@ func (w *worker) process(c *conn) {
 func (w *worker) respond(c *conn) (out []byte) {
 	cfg := &w.srv.cfg
 	out = w.out[:0]
+	w.mark = 0 // see hold
 	p := 0
 	served := 0
 	defer func() {
@@ -92,6 +97,9 @@ func (w *worker) respond(c *conn) (out []byte) {
 		}
 		if v := recover(); v != nil {
 			out = w.handlerPanicked(out, c, v)
+			if c.d != nil {
+				out = w.queueTail(c, out)
+			}
 			w.requests.Add(uint64(served))
 		}
 	}()
@@ -100,7 +108,7 @@ func (w *worker) respond(c *conn) (out []byte) {
 		maxReqs = 1
 	}
 	bigFront := false // the incomplete request at the front needs a grown buffer
-	for p < len(c.in) && !c.closeAfter {
+	for p < len(c.in) && !c.closeAfter && !c.dstop {
 		if served >= maxReqs || len(out) >= maxOut {
 			w.enqueue(c)
 			break
@@ -125,6 +133,9 @@ func (w *worker) respond(c *conn) (out []byte) {
 		served++
 		c.sent100 = false
 		out = w.serve(out, c)
+	}
+	if c.d != nil {
+		out = w.queueTail(c, out) // what follows a deferred request waits for it
 	}
 	if served > 0 {
 		w.requests.Add(uint64(served))
@@ -258,7 +269,7 @@ func (w *worker) growIn(c *conn, size int) bool {
 func (w *worker) largestHolder(c *conn) *conn {
 	var v *conn
 	for _, o := range w.conns {
-		if o != nil && o != c && o.state == stateOpen && cap(o.in) > w.bud.base && (v == nil || cap(o.in) > cap(v.in)) {
+		if o != nil && o != c && o.state == stateOpen && o.d == nil && cap(o.in) > w.bud.base && (v == nil || cap(o.in) > cap(v.in)) {
 			v = o
 		}
 	}
@@ -301,12 +312,16 @@ func (w *worker) send(c *conn, out []byte) {
 		if n < len(out) {
 			c.pending = w.bud.setPending(c.pending, out[max(n, 0):])
 			c.state = stateWriting
-			w.setEvents(c, unix.EPOLLOUT)
+			events := uint32(unix.EPOLLOUT)
+			if c.d != nil {
+				events |= unix.EPOLLRDHUP // a FIN cancels the deferred request
+			}
+			w.setEvents(c, events)
 			return
 		}
 		c.lastActive = w.now
 	}
-	if c.closeAfter {
+	if c.closeAfter && c.d == nil {
 		w.linger(c)
 	}
 }
@@ -327,12 +342,16 @@ func (w *worker) flush(c *conn) {
 	// Drained: a connection holds no output buffer between partial
 	// sends, so that idle connections cost only their input buffer.
 	c.pending = w.bud.replacePending(c.pending, nil)
-	if c.closeAfter {
+	if c.closeAfter && c.d == nil {
 		w.linger(c)
 		return
 	}
 	c.state = stateOpen
-	if !w.setEvents(c, unix.EPOLLIN|unix.EPOLLRDHUP) {
+	events := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
+	if c.dstop {
+		events = unix.EPOLLRDHUP // enough queued behind a deferred request
+	}
+	if !w.setEvents(c, events) {
 		return
 	}
 	if len(c.in) > 0 {
@@ -348,6 +367,9 @@ func (w *worker) flush(c *conn) {
 func (w *worker) linger(c *conn) {
 	if c.state == stateLinger || c.fd < 0 {
 		return
+	}
+	if c.d != nil {
+		w.dropQueue(c, ErrClientGone)
 	}
 	wasWriting := c.state == stateWriting
 	unix.Shutdown(c.fd, unix.SHUT_WR)

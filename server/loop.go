@@ -12,7 +12,7 @@ import (
 
 func (w *worker) loop() error {
 	for {
-		n, err := w.wait(w.waitTimeout())
+		n, err := w.wait(w.deferWait(w.waitTimeout()))
 		if err != 0 && err != unix.EINTR {
 			return fmt.Errorf("server: worker %d: epoll_wait: %w", w.cpu, err)
 		}
@@ -28,6 +28,7 @@ func (w *worker) loop() error {
 			case tagWake:
 				var b [8]byte
 				unix.Read(w.evfd, b[:])
+				w.runFinished()
 				if w.srv.forced.Load() {
 					return nil
 				}
@@ -43,6 +44,7 @@ func (w *worker) loop() error {
 			}
 		}
 		w.runReady()
+		w.expireDeferred()
 		if w.acceptPaused && w.now-w.pausedAt >= int64(acceptRetry) {
 			w.resumeAccept()
 		}
@@ -219,6 +221,8 @@ func (w *worker) scan() {
 func (w *worker) expire(c *conn) bool {
 	cfg := &w.srv.cfg
 	switch {
+	case c.d != nil:
+		return false // its deadline is expireDeferred's
 	case c.state == stateLinger:
 		if w.now <= c.lingerEnd {
 			return false
@@ -271,7 +275,7 @@ func (w *worker) closeDead(c *conn) {
 func (w *worker) startDrain() {
 	w.draining = true
 	for _, c := range w.conns {
-		if c != nil && c.state == stateOpen && len(c.in) == 0 {
+		if c != nil && c.state == stateOpen && len(c.in) == 0 && c.d == nil {
 			// Accepted but not read yet (its event may be in the next
 			// batch): a request waiting in the socket is served; closing
 			// over it would reset the connection.

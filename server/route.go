@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unsafe"
 )
@@ -281,6 +282,8 @@ type leaf struct {
 	pat     *pattern
 	h       Handler
 	maxBody int64 // the route's body limit; 0: the server's
+
+	deferTimeout time.Duration // RouteOptions.DeferTimeout
 }
 
 // node is a position in a method's tree.

@@ -31,8 +31,35 @@
 // whose documentation states the bound; MemoryInUse reports it.
 //
 // Handlers run on the worker's thread and must not block: a blocked handler
-// stalls every connection of its CPU. That is the trade this design makes
-// for locality; work that blocks belongs in another process.
+// stalls every connection of its CPU. A handler that must wait on a
+// backend (a database, another service) defers its request instead
+// (Ctx.Defer) and returns; the worker goes on with its other connections.
+// The backend call runs on a goroutine, with a client whose timeout comes
+// from the request's deadline (the Deferred's Context carries it, and is
+// cancelled when the client leaves or the server stops), or on a bounded
+// pool of goroutines; its result is handed back with Deferred.Finish,
+// whose function runs on the worker and writes the response with the
+// usual calls:
+//
+//	s.Handle("GET", "/v1/proxy/{id}", func(c *server.Ctx) {
+//		id := string(c.PathValue("id")) // copied: the goroutine outlives the handler
+//		d := c.Defer()
+//		go func() {
+//			req, _ := http.NewRequestWithContext(d.Context(), "GET", backend+"/items/"+id, nil)
+//			resp, err := client.Do(req) // ends at the request's deadline
+//			...
+//			d.Finish(func(c *server.Ctx) { c.Write(body) })
+//		}()
+//	})
+//
+// Responses on a connection keep their request order: the responses to
+// requests a client pipelined behind a deferred one wait for it (bounded:
+// Config.MaxDeferredPerConn, Config.MaxOutputPerTurn).
+// A deferred request not finished by its deadline
+// (Config.DeferTimeout, RouteOptions.DeferTimeout, Ctx.DeferTimeout) is
+// answered 504 through Config.ErrorHandler; beyond
+// Config.MaxDeferredPerWorker, Defer answers 503 at once. See
+// Example_deferred.
 package server
 
 import (
@@ -86,6 +113,8 @@ type Server struct {
 	// coalesce and none waits.
 	collect chan struct{}
 
+	refused *Deferred // what Defer returns when it refuses a request
+
 	// wallClock, when set (by tests), replaces time.Now for the Date
 	// header only: timeouts run on the monotonic clock.
 	wallClock func() time.Time
@@ -95,7 +124,7 @@ type Server struct {
 func New(cfg Config) *Server {
 	cfg.normalize()
 	s := &Server{cfg: cfg, done: make(chan struct{}), ready: make(chan struct{}),
-		collect: make(chan struct{}, 1)}
+		collect: make(chan struct{}, 1), refused: newRefused()}
 	s.serverHeader = "Server: " + cfg.ServerName + "\r\n"
 	return s
 }
@@ -134,6 +163,9 @@ type RouteOptions struct {
 	// chunked body, as soon as what arrived of it exceeds what the limit
 	// allows (its decoded length is checked once it is complete).
 	MaxBodyBytes int64
+	// DeferTimeout is the deadline of this route's deferred requests (see
+	// Ctx.Defer); 0 is Config.DeferTimeout.
+	DeferTimeout time.Duration
 }
 
 // HandleWith is Handle with the route's own options.
@@ -148,7 +180,7 @@ func (s *Server) HandleWith(method, pattern string, o RouteOptions, h Handler) {
 	if err != nil {
 		panic(fmt.Sprintf("server: pattern %q: %v", pattern, err))
 	}
-	l := &leaf{pat: p, h: h}
+	l := &leaf{pat: p, h: h, deferTimeout: o.DeferTimeout}
 	if o.MaxBodyBytes > 0 && o.MaxBodyBytes < s.cfg.MaxBodyBytes {
 		l.maxBody = o.MaxBodyBytes
 	}

@@ -115,6 +115,9 @@ type worker struct {
 	headJSON    []byte
 	headJSONLen int
 
+	// Deferred requests (deferred.go).
+	deferrals
+
 	requests atomic.Uint64
 	_        [64]byte // keep other workers' data off this cache line
 }
@@ -180,7 +183,8 @@ func (w *worker) closeFDs() {
 	}
 }
 
-// wake interrupts epoll_wait; the Server calls it with wakeMu held.
+// wake interrupts epoll_wait; the Server calls it with wakeMu held,
+// Deferred.Finish within finInflight (see stopDeferred).
 func (w *worker) wake() {
 	one := [8]byte{1}
 	unix.Write(w.evfd, one[:])
@@ -200,6 +204,7 @@ func (w *worker) run(ready chan<- error) {
 	if err := w.loop(); err != nil {
 		w.srv.fail(err)
 	}
+	w.stopDeferred()
 	for _, c := range w.conns {
 		if c != nil {
 			w.closeConn(c)
