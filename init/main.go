@@ -58,7 +58,7 @@ type request struct {
 
 func main() {
 	started := bootClock() // the timeline's kernel phase ends here
-	con := &console.Console{Out: os.Stdout}
+	con := &console.Console{Out: os.Stdout, Hold: console.KernelHold("/proc", os.Stdout)}
 	// Signals first, so a SIGTERM during boot is not lost and no signal
 	// meets the Go runtime's default action (exit: a kernel panic).
 	sigs := make(chan os.Signal, 16)

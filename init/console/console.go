@@ -52,6 +52,10 @@ type Console struct {
 	Kmsg io.Writer // /dev/kmsg, or nil
 	// Every overrides KeepEvery (tests).
 	Every int
+	// Hold, when set, keeps the kernel's own messages off the console
+	// while a report line is sent, and returns what ends the hold (see
+	// KernelHold); nil holds nothing.
+	Hold func() (release func())
 
 	since int               // bytes written since the report was last printed
 	shown int               // length of the report line last printed (full or compact)
@@ -150,7 +154,9 @@ func (c *Console) Report(r report.Report) {
 	cb := boundLine(report.ReportPrefix, compact, MaxCompact, least)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	release := c.hold()
 	c.line(b)
+	release()
 	c.keep = append([]byte("\n"), cb...)
 	c.since, c.shown = 0, len(b)+1
 }
@@ -244,8 +250,19 @@ func (c *Console) before(n int) {
 	}
 }
 
+// hold starts Hold's hold, if any, and returns its release. The caller
+// holds c.mu.
+func (c *Console) hold() func() {
+	if c.Hold == nil {
+		return func() {}
+	}
+	return c.Hold()
+}
+
 func (c *Console) reprint() {
+	release := c.hold()
 	c.out(c.keep)
+	release()
 	c.since, c.shown = 0, len(c.keep)
 	c.kept++
 }
