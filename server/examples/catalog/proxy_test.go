@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/hotpath-dev/hotpath/server"
 	"github.com/hotpath-dev/hotpath/server/examples/catalog/items"
 )
 
@@ -63,6 +66,23 @@ func newBackend(t *testing.T) *backend {
 	return b
 }
 
+// oneWorker runs the server on one worker (the first CPU of the
+// process's affinity mask): every connection on the same worker, so a
+// worker blocked by a backend call would show.
+func oneWorker(t *testing.T) func(*server.Config) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	for cpu := range len(set) * 64 {
+		if set.IsSet(cpu) {
+			return func(cfg *server.Config) { cfg.CPUs = []int{cpu} }
+		}
+	}
+	t.Fatal("no CPU in the affinity mask")
+	return nil
+}
+
 // errJSON is the API's error body for msg.
 func errJSON(msg string) string {
 	return string(items.ErrorBody{Error: msg, Offset: -1}.AppendJSON(nil))
@@ -86,7 +106,7 @@ func TestProxy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAPI(items.Generate(10, 1))
 			a.proxy = newProxy(tc.backend, 4, 2*time.Second)
-			base := start(t, a)
+			base := startWith(t, a, oneWorker(t))
 			if got := do(t, "GET", base+"/v1/proxy/"+tc.id, ""); got != tc.want {
 				t.Errorf("GET /v1/proxy/%s = %+v, want %+v", tc.id, got, tc.want)
 			}
@@ -102,7 +122,7 @@ func TestProxyHung(t *testing.T) {
 	const deadline = 300 * time.Millisecond
 	a := newAPI(items.Generate(10, 1))
 	a.proxy = newProxy(b.URL, 4, deadline)
-	base := start(t, a)
+	base := startWith(t, a, oneWorker(t))
 
 	type result struct {
 		got     answer
@@ -187,7 +207,7 @@ func TestProxyClientGone(t *testing.T) {
 	b := newBackend(t)
 	a := newAPI(items.Generate(10, 1))
 	a.proxy = newProxy(b.URL, 4, 10*time.Second)
-	base := start(t, a)
+	base := startWith(t, a, oneWorker(t))
 	conn := rawGet(t, base, "/v1/proxy/hang")
 	<-b.started
 	t0 := time.Now()
@@ -210,7 +230,7 @@ func TestProxyFull(t *testing.T) {
 	b := newBackend(t)
 	a := newAPI(items.Generate(10, 1))
 	a.proxy = newProxy(b.URL, 2, 5*time.Second)
-	base := start(t, a)
+	base := startWith(t, a, oneWorker(t))
 	held := []net.Conn{rawGet(t, base, "/v1/proxy/held"), rawGet(t, base, "/v1/proxy/held")}
 	<-b.started
 	<-b.started
@@ -229,6 +249,32 @@ func TestProxyFull(t *testing.T) {
 	for _, c := range held {
 		if got := readAnswer(t, c, 2*time.Second); got.code != 200 || got.body != `{"held":true}` {
 			t.Fatalf("held call: %+v", got)
+		}
+	}
+}
+
+// TestProxyServerRefuses: when the server refuses to defer (its
+// MaxDeferredPerWorker reached) the client gets its JSON 503 and the
+// route gives its call slot back.
+func TestProxyServerRefuses(t *testing.T) {
+	b := newBackend(t)
+	a := newAPI(items.Generate(10, 1))
+	a.proxy = newProxy(b.URL, 4, 5*time.Second)
+	one := oneWorker(t)
+	base := startWith(t, a, func(cfg *server.Config) { one(cfg); cfg.MaxDeferredPerWorker = 1 })
+	held := rawGet(t, base, "/v1/proxy/held")
+	<-b.started
+	got := readAnswer(t, rawGet(t, base, "/v1/proxy/7"), time.Second)
+	if want := (answer{code: 503, ctype: "application/json", body: errJSON("server busy: too many deferred requests")}); got != want {
+		t.Fatalf("second call, the worker's one deferred held: %+v, want %+v", got, want)
+	}
+	close(b.release)
+	if got := readAnswer(t, held, 2*time.Second); got.code != 200 {
+		t.Fatalf("held call: %+v", got)
+	}
+	for deadline := time.Now().Add(2 * time.Second); len(a.proxy.calls) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d call slots still taken with no call in flight", len(a.proxy.calls))
 		}
 	}
 }
