@@ -32,6 +32,13 @@ func newBackend(t *testing.T) *backend {
 	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.started <- r.URL.Path
 		switch {
+		case r.URL.Path == "/big", r.URL.Path == "/limit":
+			w.Header().Set("Content-Type", "application/json")
+			n := proxyBodyLimit // the limit: passed on
+			if r.URL.Path == "/big" {
+				n++ // past it: 502
+			}
+			io.WriteString(w, `"`+strings.Repeat("x", n-2)+`"`)
 		case r.URL.Path == "/fail":
 			http.Error(w, "down", http.StatusInternalServerError)
 		case r.URL.Path == "/hang":
@@ -99,6 +106,8 @@ func TestProxy(t *testing.T) {
 	}{
 		{"answer", b.URL, "42", answer{code: 200, ctype: "application/json", body: `{"item":"42"}`}},
 		{"escaped id", b.URL, "a%20b", answer{code: 200, ctype: "application/json", body: `{"item":"a b"}`}},
+		{"answer at the size limit", b.URL, "limit", answer{code: 200, ctype: "application/json", body: `"` + strings.Repeat("x", proxyBodyLimit-2) + `"`}},
+		{"answer past the size limit", b.URL, "big", answer{code: 502, ctype: "application/json", body: errJSON("backend answer too large")}},
 		{"backend 500", b.URL, "fail", answer{code: 502, ctype: "application/json", body: errJSON("backend answered 500")}},
 		{"backend down", dead.URL, "42", answer{code: 502, ctype: "application/json", body: errJSON("backend failed")}},
 		{"no backend", "", "42", answer{code: 503, ctype: "application/json", body: errJSON("no backend configured")}},
@@ -108,7 +117,8 @@ func TestProxy(t *testing.T) {
 			a.proxy = newProxy(tc.backend, 4, 2*time.Second)
 			base := startWith(t, a, oneWorker(t))
 			if got := do(t, "GET", base+"/v1/proxy/"+tc.id, ""); got != tc.want {
-				t.Errorf("GET /v1/proxy/%s = %+v, want %+v", tc.id, got, tc.want)
+				t.Errorf("GET /v1/proxy/%s = %d %q %.200q, want %d %q %.200q", tc.id,
+					got.code, got.ctype, got.body, tc.want.code, tc.want.ctype, tc.want.body)
 			}
 		})
 	}
@@ -275,6 +285,26 @@ func TestProxyServerRefuses(t *testing.T) {
 	for deadline := time.Now().Add(2 * time.Second); len(a.proxy.calls) != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d call slots still taken with no call in flight", len(a.proxy.calls))
+		}
+	}
+}
+
+// TestCheckBackend: -backend must be an http(s) URL with a host.
+func TestCheckBackend(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		ok      bool
+	}{
+		{"", true},
+		{"http://10.77.0.1:9000", true},
+		{"https://backend.example/api", true},
+		{"10.77.0.1:9000", false},
+		{"ftp://backend", false},
+		{"http://", false},
+		{"http://a b", false},
+	} {
+		if err := checkBackend(tc.backend); (err == nil) != tc.ok {
+			t.Errorf("checkBackend(%q) = %v, want ok %v", tc.backend, err, tc.ok)
 		}
 	}
 }
