@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hotpath-dev/hotpath/server/examples/catalog/items"
 )
@@ -89,4 +93,84 @@ func checkJSONAnswer(ctx context.Context, client *http.Client, base, method, pat
 		}
 	}
 	return nil
+}
+
+// The example API's /v1/proxy/{id} in the boot check: its backend runs in
+// the test (inside the guest's network namespace, at vm.HostAddr), and the
+// image's init configuration gives the workload its address
+// (workload.env) and the route's deadline (workload.args).
+const (
+	catalogBackendPort  = 9000
+	catalogProxyTimeout = time.Second
+)
+
+// catalogInitConfig is the init configuration of an image whose catalog
+// workload calls a backend at host.
+func catalogInitConfig(host string) []byte {
+	return fmt.Appendf(nil, "workload.env=CATALOG_BACKEND=http://%s\nworkload.args=-proxy-timeout=%s\n",
+		net.JoinHostPort(host, strconv.Itoa(catalogBackendPort)), catalogProxyTimeout)
+}
+
+// CatalogBackend is the backend CheckCatalogProxy expects behind the
+// catalog: GET /{id} answers {"backend":"id"}; GET /hang never answers and
+// sends its path on Cancelled when its request's context ends (the
+// catalog cancelled the call).
+type CatalogBackend struct {
+	Cancelled chan string
+	quit      chan struct{}
+	once      sync.Once
+}
+
+// NewCatalogBackend returns a backend; Close ends its hung requests.
+func NewCatalogBackend() *CatalogBackend {
+	return &CatalogBackend{Cancelled: make(chan string, 16), quit: make(chan struct{})}
+}
+
+func (b *CatalogBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/hang" {
+		select {
+		case <-r.Context().Done():
+			select {
+			case b.Cancelled <- r.URL.Path:
+			default:
+			}
+		case <-b.quit:
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"backend":%q}`, strings.TrimPrefix(r.URL.Path, "/"))
+}
+
+// Close ends the requests still hanging (http.Server.Shutdown would wait
+// for them).
+func (b *CatalogBackend) Close() { b.once.Do(func() { close(b.quit) }) }
+
+// CheckCatalogProxy checks the catalog's /v1/proxy/{id} at base, whose
+// backend is b and whose route deadline is deadline: an id answered with
+// the backend's body; a call the backend never answers gets the JSON 504
+// at the deadline (not before, and within slack after), and the backend
+// sees that call cancelled. It returns every difference found.
+func CheckCatalogProxy(ctx context.Context, client *http.Client, base string, b *CatalogBackend, deadline, slack time.Duration) []error {
+	var errs []error
+	if err := checkJSONAnswer(ctx, client, base, "GET", "/v1/proxy/42", "", 200, `{"backend":"42"}`, nil); err != nil {
+		errs = append(errs, fmt.Errorf("catalog proxy: the backend's answer: %w", err))
+	}
+	t0 := time.Now()
+	err := checkJSONAnswer(ctx, client, base, "GET", "/v1/proxy/hang", "", 504, `{"error":"deferred response not finished in time"}`, nil)
+	took := time.Since(t0)
+	if err != nil {
+		return append(errs, fmt.Errorf("catalog proxy: a hung backend: %w", err))
+	}
+	if took < deadline || took > deadline+slack {
+		errs = append(errs, fmt.Errorf("catalog proxy: a hung backend: 504 after %v, want at the %v deadline (+%v)", took.Round(time.Millisecond), deadline, slack))
+	}
+	select {
+	case <-b.Cancelled:
+	case <-time.After(slack):
+		errs = append(errs, fmt.Errorf("catalog proxy: a hung backend: its call not cancelled %v after the 504", slack))
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("catalog proxy: a hung backend: %w", ctx.Err()))
+	}
+	return errs
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +32,12 @@ func TestCheckCatalog(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(bin, "-addr", "127.0.0.1", "-port", strconv.Itoa(port), "-cpus", "0")
+	backend := NewCatalogBackend()
+	bsrv := httptest.NewServer(backend)
+	t.Cleanup(bsrv.Close)
+	t.Cleanup(backend.Close) // first: the hung requests end, then Close returns
+	cmd := exec.Command(bin, "-addr", "127.0.0.1", "-port", strconv.Itoa(port), "-cpus", "0",
+		"-backend", bsrv.URL, "-proxy-timeout", catalogProxyTimeout.String())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -55,6 +61,9 @@ func TestCheckCatalog(t *testing.T) {
 	for _, err := range CheckCatalog(ctx, client, base) {
 		t.Error(err)
 	}
+	for _, err := range CheckCatalogProxy(ctx, client, base, backend, catalogProxyTimeout, time.Second) {
+		t.Error(err)
+	}
 
 	// A server in text/plain, without the limit: every check but none
 	// should fail, each with its own error.
@@ -72,6 +81,52 @@ func TestCheckCatalog(t *testing.T) {
 		`the server's own 404: GET /v1/nothing/here: Content-Type "text/plain; charset=utf-8"`, "the route's lower body limit: POST /v1/score: status 404"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("against a text server, no error %q in:\n%s", want, all)
+		}
+	}
+}
+
+// TestCheckCatalogProxy: CheckCatalogProxy fails, naming each check,
+// against a server that answers /v1/proxy without calling the backend: a
+// wrong body, a 504 at once (no deadline), a call never cancelled; and
+// against one in text/plain. (It passes against the real workload in
+// TestCheckCatalog.)
+func TestCheckCatalogProxy(t *testing.T) {
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/proxy/42":
+			io.WriteString(w, `{"backend":"43"}`)
+		case "/v1/proxy/hang":
+			w.WriteHeader(504)
+			io.WriteString(w, `{"error":"deferred response not finished in time"}`)
+		}
+	}))
+	defer fake.Close()
+	text := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "gateway timeout", 504)
+	}))
+	defer text.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, tc := range []struct {
+		base string
+		want []string
+	}{
+		{fake.URL, []string{`the backend's answer: GET /v1/proxy/42: body "{\"backend\":\"43\"}"`,
+			"a hung backend: 504 after", "a hung backend: its call not cancelled"}},
+		{text.URL, []string{"the backend's answer: GET /v1/proxy/42: status 504",
+			`a hung backend: GET /v1/proxy/hang: Content-Type "text/plain; charset=utf-8"`}},
+	} {
+		var msgs []string
+		for _, e := range CheckCatalogProxy(ctx, client, tc.base, NewCatalogBackend(), 300*time.Millisecond, 300*time.Millisecond) {
+			msgs = append(msgs, e.Error())
+		}
+		all := strings.Join(msgs, "\n")
+		for _, want := range tc.want {
+			if !strings.Contains(all, want) {
+				t.Errorf("no error %q in:\n%s", want, all)
+			}
 		}
 	}
 }

@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto"
 	"encoding/hex"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +43,11 @@ const refusalTimeout = 4 * time.Minute
 //     it measures that other value; that boot also checks the example API
 //     from outside (CheckCatalog: a route with a parameter, 400 with a JSON
 //     body on bad JSON, 404 in JSON, 413 on the route with a lower limit),
-//     so that the example costs no boot of its own;
+//     so that the example costs no boot of its own; and its
+//     /v1/proxy/{id} against a backend the test serves inside the
+//     guest's namespace (CATALOG_BACKEND in the image's workload.env,
+//     the deadline in workload.args): the backend's answer, and a hung
+//     call's JSON 504 at the route's deadline, the call cancelled;
 //   - the same default image unsigned, and the signed one with one byte of
 //     the binary changed, are refused by the firmware: its message on the
 //     console, no kernel, no workload.
@@ -60,7 +67,7 @@ func TestSecureBoot(t *testing.T) {
 	}
 	key := snakeoilKey(t)
 	signed := buildWith(t, image.Options{Sign: key})
-	other := buildWith(t, image.Options{Sign: key, Workload: image.Program{Package: catalogPkg}})
+	other := buildWith(t, image.Options{Sign: key, Workload: image.Program{Package: catalogPkg}, InitConfig: catalogInitConfig(vm.HostAddr)})
 	unsigned := buildWith(t, image.Options{})
 
 	if signed.M.Signature == nil || signed.M.Signature.CertSHA256 != key.Fingerprint() {
@@ -89,7 +96,23 @@ func TestSecureBoot(t *testing.T) {
 		t.Run("pcr7", func(t *testing.T) { checkSecureBootPolicy(t, b.rep, key) })
 	})
 	t.Run("other-workload", func(t *testing.T) {
-		b := bootConfig(t, vm.Config{Disk: other.Disk, CPUs: 2, SecureBoot: true, TPM: true}, 0)
+		backend := NewCatalogBackend()
+		serveBackend := func(ns *vm.Netns) error {
+			// Inside the namespace, on the tap's address: what the
+			// guest's CATALOG_BACKEND names.
+			var l net.Listener
+			if err := ns.Do(func() (err error) {
+				l, err = net.Listen("tcp4", net.JoinHostPort(vm.HostAddr, strconv.Itoa(catalogBackendPort)))
+				return err
+			}); err != nil {
+				return fmt.Errorf("catalog backend in %s: %w", ns.Name, err)
+			}
+			srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second}
+			go srv.Serve(l)
+			t.Cleanup(func() { backend.Close(); srv.Close() })
+			return nil
+		}
+		b := bootConfig(t, vm.Config{Disk: other.Disk, CPUs: 2, SecureBoot: true, TPM: true, Prepare: serveBackend}, 0)
 		checkMeasured(t, b.rep, other)
 		if got := tpmDetail(t, b.rep)["pcr4.sha256"]; got == pcr4(t, signed.M) {
 			t.Errorf("another workload measured the default image's PCR 4 %s", got)
@@ -98,6 +121,13 @@ func TestSecureBoot(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			reportErrs(t, CheckCatalog(ctx, b.Netns.HTTPClient(30*time.Second), "http://"+net.JoinHostPort(b.Addr, b.port)))
+		})
+		t.Run("catalog-proxy", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			// slack: TCG's scheduling, seen at well under a second.
+			reportErrs(t, CheckCatalogProxy(ctx, b.Netns.HTTPClient(30*time.Second), "http://"+net.JoinHostPort(b.Addr, b.port),
+				backend, catalogProxyTimeout, 5*time.Second))
 		})
 	})
 	t.Run("unsigned-refused", func(t *testing.T) { checkRefused(t, unsigned.Disk) })

@@ -26,11 +26,14 @@ type api struct {
 	// decoders: one JSON decoder per worker CPU, unknown members refused.
 	decoders *jsondec.PerCPU
 	metrics  *metrics
+	// proxy serves /v1/proxy/{id}; newAPI's has no backend (503).
+	proxy *proxy
 }
 
 // newAPI returns the API serving cat.
 func newAPI(cat *items.Catalog) *api {
-	a := &api{decoders: jsondec.NewPerCPU(jsondec.Options{DisallowUnknownFields: true}), metrics: newMetrics()}
+	a := &api{decoders: jsondec.NewPerCPU(jsondec.Options{DisallowUnknownFields: true}), metrics: newMetrics(),
+		proxy: newProxy("", defaultProxyCalls, defaultProxyTimeout)}
 	a.catalog.Store(cat)
 	return a
 }
@@ -44,13 +47,15 @@ func (a *api) config(cfg *server.Config) {
 	}
 }
 
-// register adds the API's routes to s, each but /v1/metrics counted by
-// the metrics middleware.
+// register adds the API's routes to s, each but /v1/metrics and
+// /v1/proxy counted by the metrics middleware (a deferred request has no
+// status yet when its handler returns: see server.Ctx.Status).
 func (a *api) register(s *server.Server) {
 	s.Handle("GET", "/v1/items/{id}", a.metrics.wrap("GET /v1/items/{id}", a.getItem))
 	s.HandleWith("POST", "/v1/score", server.RouteOptions{MaxBodyBytes: scoreBodyLimit},
 		a.metrics.wrap("POST /v1/score", a.score))
 	s.Handle("GET", "/v1/metrics", a.serveMetrics)
+	a.proxy.register(s)
 }
 
 // fail answers code with {"error":msg}.

@@ -7,6 +7,11 @@
 //	POST /v1/score       a JSON body, decoded without allocating
 //	                     (package jsondec), validated and scored; 4 KiB at most
 //	GET  /v1/metrics     requests, status classes and bytes per route
+//	GET  /v1/proxy/{id}  the body of GET <backend>/{id}, called off the
+//	                     worker (server.Ctx.Defer): at most -proxy-calls
+//	                     calls at once (beyond: 503), each answered within
+//	                     -proxy-timeout (else 504); a backend that fails or
+//	                     answers other than 200: 502; no -backend: 503
 //
 // The catalogue (package items) is built in memory and swapped whole,
 // atomically, by a background goroutine every -reload; a real API would
@@ -16,7 +21,9 @@
 //
 // Flags: server.Config's (-port, -cpus, ...; HOTPATH_PORT and
 // HOTPATH_CPUS from the environment, as the init passes them), and
-// -items, -reload, -stats.
+// -items, -reload, -stats, -backend (CATALOG_BACKEND from the
+// environment, e.g. hotpath.workload.env=CATALOG_BACKEND=http://10.0.2.2:9000),
+// -proxy-calls, -proxy-timeout. Every error is JSON: {"error":"..."}.
 package main
 
 import (
@@ -26,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,7 +51,14 @@ func main() {
 	n := flag.Int("items", 10000, "catalogue size")
 	every := flag.Duration("reload", 10*time.Second, "how often the catalogue is reloaded and swapped in")
 	stats := flag.Bool("stats", false, "print heap allocations per request on exit, counted from SIGUSR1 (benchmarks)")
+	backend := flag.String("backend", os.Getenv("CATALOG_BACKEND"), "base URL /v1/proxy/{id} calls (GET URL/{id}); empty: the route answers 503 (env CATALOG_BACKEND)")
+	calls := flag.Int("proxy-calls", defaultProxyCalls, "backend calls in flight at most; beyond, /v1/proxy answers 503")
+	timeout := flag.Duration("proxy-timeout", defaultProxyTimeout, "/v1/proxy's deadline: a backend call not answered by then gets 504")
 	flag.Parse()
+	if err := checkBackend(*backend); err != nil {
+		fmt.Fprintln(os.Stderr, "catalog:", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -53,6 +68,7 @@ func main() {
 		return c
 	}
 	a := newAPI(load(1))
+	a.proxy = newProxy(strings.TrimSuffix(*backend, "/"), max(*calls, 1), *timeout)
 	a.config(&cfg)
 	s := server.New(cfg)
 	a.register(s)

@@ -17,15 +17,24 @@ import (
 	"github.com/hotpath-dev/hotpath/server/examples/catalog/items"
 )
 
-// start serves a on a loopback port with one worker and returns its base
+// start serves a on a loopback port, a worker per CPU, and returns its base
 // URL.
 func start(t *testing.T, a *api) string {
+	t.Helper()
+	return startWith(t, a, nil)
+}
+
+// startWith is start with set, if not nil, changing the configuration.
+func startWith(t *testing.T, a *api, set func(*server.Config)) string {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.Addr, cfg.Port = "127.0.0.1", 0
 	cfg.Log = io.Discard
 	cfg.CPUs = cfg.CPUs[:0]
 	a.config(&cfg)
+	if set != nil {
+		set(&cfg)
+	}
 	s := server.New(cfg)
 	a.register(s)
 	if err := s.Start(); err != nil {
