@@ -12,7 +12,6 @@ import (
 	"github.com/hotpath-dev/hotpath/tests/vm"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,20 +20,8 @@ import (
 // IPv4 routes of every table through it.
 func ifState(t *testing.T, ns, ifname string) string {
 	t.Helper()
-	h, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nl, link := vm.LinkIn(t, ns, ifname)
 	defer nl.Close()
-	link, err := nl.LinkByName(ifname)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lines := []string{fmt.Sprintf("mtu %d", link.Attrs().MTU)}
 	addrs, err := nl.AddrList(link, netlink.FAMILY_V4)
 	if err != nil {

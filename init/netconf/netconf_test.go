@@ -19,6 +19,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/vm"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 	uiorand "github.com/u-root/uio/rand"
@@ -316,20 +317,8 @@ func runChildWatch(t *testing.T, ns, mode, ifname string, onLine func(string), e
 // must leave behind.
 func checkInstalled(t *testing.T, ns, ifname, cidr, gw string, mtu int) {
 	t.Helper()
-	h, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nl, link := vm.LinkIn(t, ns, ifname)
 	defer nl.Close()
-	link, err := nl.LinkByName(ifname)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if link.Attrs().MTU != mtu {
 		t.Errorf("mtu %d, want %d", link.Attrs().MTU, mtu)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/hotpath-dev/hotpath/tests/vm"
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,20 +25,8 @@ import (
 // step finds.
 func ifState6(t *testing.T, ns *vm.Netns, ifname string) (state string, ready bool) {
 	t.Helper()
-	h, err := netns.GetFromName(ns.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nl, link := vm.LinkIn(t, ns.Name, ifname)
 	defer nl.Close()
-	link, err := nl.LinkByName(ifname)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var lines []string
 	addrs, err := nl.AddrList(link, netlink.FAMILY_V6)
 	if err != nil {

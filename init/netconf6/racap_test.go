@@ -11,7 +11,6 @@ import (
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,20 +76,8 @@ func TestParseRA(t *testing.T) {
 // and global addresses with a finite lifetime.
 func raCounts(t *testing.T, ns *vm.Netns, ifname string) (routers, prefixes, addrs, finite int, all string) {
 	t.Helper()
-	h, err := netns.GetFromName(ns.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nl, link := vm.LinkIn(t, ns.Name, ifname)
 	defer nl.Close()
-	link, err := nl.LinkByName(ifname)
-	if err != nil {
-		t.Fatal(err)
-	}
 	routes, err := nl.RouteList(link, netlink.FAMILY_V6)
 	if err != nil {
 		t.Fatal(err)

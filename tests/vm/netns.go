@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -211,4 +212,26 @@ func (n *Netns) HTTPClient(timeout time.Duration) *http.Client {
 // (`ip netns exec`), e.g. QEMU or a load generator.
 func (n *Netns) Command(ctx context.Context, prog string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, prog}, args...)...)
+}
+
+// LinkIn returns a netlink handle inside the namespace named ns and the
+// link named ifname there, for a test that reads back what a step
+// installed. The caller closes the handle.
+func LinkIn(t testing.TB, ns, ifname string) (*netlink.Handle, netlink.Link) {
+	t.Helper()
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close() // the handle's sockets stay in the namespace
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := nl.LinkByName(ifname)
+	if err != nil {
+		nl.Close()
+		t.Fatal(err)
+	}
+	return nl, link
 }
