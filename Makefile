@@ -161,11 +161,18 @@ pgo:
 		-cpuprofile "$$tmp/cpu.pprof" -o "$$tmp/server.test" ./server/ && \
 		cp "$$tmp/cpu.pprof" server/cmd/hotpath-json/default.pgo && rm -rf "$$tmp"
 
-# Indicative only under TCG (the program says so). The 6.1 guest needs the
-# 6.1 kernel in the cache: a cold build the first time (~20 min), then none.
+# Indicative only under TCG (the program says so). The 6.1 guests need the
+# 6.1 kernel in the cache: a cold build the first time (~20 min), then none;
+# it is built only when BENCHVM_GUESTS names a 6.1 guest. BENCHVM_GUESTS
+# picks the guests (tests/benchvm -guests; e.g. the 6.12 rows only, with
+# each half of step 10 alone: BENCHVM_GUESTS=6.12,6.12-defer,6.12-prefer,6.12-step10);
+# BENCHVM_ARGS adds flags (-runs, -d, -lock /tmp/qemu.lock, ...).
+comma := ,
+BENCHVM_GUESTS ?= 6.1,6.12,6.12-step10,stock
+BENCHVM_ARGS ?=
 bench-vm: deps-bench kernel
-	$(HOTPATH_KERNEL) build -source /usr/src/linux-source-6.1.tar.xz
-	$(GO) run ./tests/benchvm
+	$(if $(filter 6.1 6.1-step10,$(subst $(comma), ,$(BENCHVM_GUESTS))),$(HOTPATH_KERNEL) build -source /usr/src/linux-source-6.1.tar.xz)
+	$(GO) run ./tests/benchvm -guests '$(BENCHVM_GUESTS)' $(BENCHVM_ARGS)
 
 # Two complete builds from clean, separate caches (GOCACHE for the Go
 # binaries and the tool itself, HOTPATH_CACHE for the kernel: the source is

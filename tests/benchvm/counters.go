@@ -22,23 +22,25 @@ const MgmtPort = "9100"
 
 // counters are the guest's own counts at one moment, read from its
 // /metrics: the NIC's queue interrupt lines of /proc/interrupts
-// (hotpath_interrupts_total, summed over CPUs) and the CPU time of
-// /proc/stat (hotpath_cpu_seconds_total, summed over CPUs).
+// (hotpath_interrupts_total, summed over CPUs), the CPU time of
+// /proc/stat (hotpath_cpu_seconds_total, summed over CPUs) and its
+// context switch count (hotpath_context_switches_total).
 type counters struct {
 	IRQs   float64 // every queue interrupt of the NIC
 	RxIRQs float64 // those of receive (virtio "input", ENA/mlx "rx") lines
 	Busy   float64 // CPU seconds in every mode but idle and iowait
 	Idle   float64 // CPU seconds idle (and iowait)
+	Ctxt   float64 // context switches, every CPU (/proc/stat ctxt)
 }
 
 // sub is c - base: what happened between two readings.
 func (c counters) sub(base counters) counters {
-	return counters{IRQs: c.IRQs - base.IRQs, RxIRQs: c.RxIRQs - base.RxIRQs, Busy: c.Busy - base.Busy, Idle: c.Idle - base.Idle}
+	return counters{IRQs: c.IRQs - base.IRQs, RxIRQs: c.RxIRQs - base.RxIRQs, Busy: c.Busy - base.Busy, Idle: c.Idle - base.Idle, Ctxt: c.Ctxt - base.Ctxt}
 }
 
 // parseCounters reads a Prometheus text exposition. A guest that exports
-// no queue interrupt or no CPU time is an error: a zero would read as a
-// perfect result.
+// no queue interrupt, no CPU time or no context switch count is an
+// error: a zero would read as a perfect result.
 func parseCounters(r io.Reader) (counters, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
@@ -46,13 +48,17 @@ func parseCounters(r io.Reader) (counters, error) {
 		return counters{}, fmt.Errorf("metrics: %w", err)
 	}
 	var c counters
-	irq, cpu := fams["hotpath_interrupts_total"], fams["hotpath_cpu_seconds_total"]
+	irq, cpu, ctxt := fams["hotpath_interrupts_total"], fams["hotpath_cpu_seconds_total"], fams["hotpath_context_switches_total"]
 	if irq == nil || len(irq.Metric) == 0 {
 		return c, fmt.Errorf("metrics: no hotpath_interrupts_total (no NIC queue interrupt found)")
 	}
 	if cpu == nil || len(cpu.Metric) == 0 {
 		return c, fmt.Errorf("metrics: no hotpath_cpu_seconds_total")
 	}
+	if ctxt == nil || len(ctxt.Metric) != 1 {
+		return c, fmt.Errorf("metrics: no hotpath_context_switches_total")
+	}
+	c.Ctxt = ctxt.Metric[0].GetCounter().GetValue()
 	for _, m := range irq.Metric {
 		if label(m, "queue") == "" {
 			continue // not a queue line (exported when the guest could not name its queues)

@@ -45,6 +45,9 @@ const (
 	noDeferral = "hotpath.nic.defer_hard_irqs=0 hotpath.nic.gro_flush_timeout=0s"
 	preferOn   = "hotpath.nic.prefer_busy_poll=on hotpath.workload.args=-prefer-busy-poll"
 	preferOff  = "hotpath.workload.args=-prefer-busy-poll=false"
+	// preferFlagOnly is the workload's half alone (its own flag), for
+	// the guest that measures it without the deferral.
+	preferFlagOnly = "hotpath.workload.args=-prefer-busy-poll"
 )
 
 // specs returns every guest bench-vm knows, in its printing order, for
@@ -55,6 +58,9 @@ func specs(s Step10, source61 string) []spec {
 		{Key: "6.1-step10", Name: "6.1, step 10 asked", Source: source61, Version: "6.1", Cmdline: s.deferral() + " " + preferOn},
 		{Key: "6.12", Name: "6.12, step 10 off", Cmdline: noDeferral + " " + preferOff},
 		{Key: "6.12-defer", Name: "6.12, deferral only", Cmdline: s.deferral() + " " + preferOff},
+		// The workload's flag alone: init refuses nic.prefer_busy_poll
+		// without a deferral (nothing to gain), which this guest measures.
+		{Key: "6.12-prefer", Name: "6.12, prefer-busy-poll only", Cmdline: noDeferral + " " + preferFlagOnly},
 		{Key: "6.12-step10", Name: "6.12, step 10 on", Cmdline: s.deferral() + " " + preferOn},
 		{Key: "stock", Name: "stock Debian kernel", Stock: true},
 	}

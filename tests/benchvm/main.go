@@ -61,7 +61,7 @@ var (
 	threads   = flag.Int("t", 2, "wrk threads")
 	runs      = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
 	path      = flag.String("path", "/json", "request path")
-	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
+	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-prefer (prefer-busy-poll without deferral), 6.12-step10, stock")
 	source61  = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
 	deferIRQs = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
 	groFlush  = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")

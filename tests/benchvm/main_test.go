@@ -46,6 +46,8 @@ hotpath_cpu_seconds_total{cpu="0",mode="idle"} 10
 hotpath_cpu_seconds_total{cpu="1",mode="user"} 1
 hotpath_cpu_seconds_total{cpu="1",mode="iowait"} 0.5
 hotpath_cpu_seconds_total{cpu="1",mode="idle"} 20
+# TYPE hotpath_context_switches_total counter
+hotpath_context_switches_total 4242
 `
 
 func TestParseCounters(t *testing.T) {
@@ -53,7 +55,7 @@ func TestParseCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := counters{IRQs: 189, RxIRQs: 152, Busy: 4.75, Idle: 30.5}
+	want := counters{IRQs: 189, RxIRQs: 152, Busy: 4.75, Idle: 30.5, Ctxt: 4242}
 	if got != want {
 		t.Errorf("parseCounters = %+v, want %+v", got, want)
 	}
@@ -66,27 +68,28 @@ func TestParseCounters(t *testing.T) {
 	for name, text := range map[string]string{
 		"no interrupts": metricsText[strings.Index(metricsText, "# TYPE hotpath_cpu"):],
 		"no cpu":        metricsText[:strings.Index(metricsText, "# TYPE hotpath_cpu")],
+		"no ctxt":       metricsText[:strings.Index(metricsText, "# TYPE hotpath_context")],
 		"garbage":       "hotpath_interrupts_total{ 1\n",
 	} {
 		if _, err := parseCounters(strings.NewReader(text)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	d := want.sub(counters{IRQs: 89, RxIRQs: 52, Busy: 0.75, Idle: 0.5})
-	if d != (counters{IRQs: 100, RxIRQs: 100, Busy: 4, Idle: 30}) {
+	d := want.sub(counters{IRQs: 89, RxIRQs: 52, Busy: 0.75, Idle: 0.5, Ctxt: 242})
+	if d != (counters{IRQs: 100, RxIRQs: 100, Busy: 4, Idle: 30, Ctxt: 4000}) {
 		t.Errorf("sub = %+v", d)
 	}
 }
 
 func TestSummarize(t *testing.T) {
 	ss := []sample{
-		{RPS: 300, Requests: 1000, Delta: counters{IRQs: 500, RxIRQs: 400, Busy: 0.2, Idle: 0.2}},
-		{RPS: 100, Requests: 1000, Delta: counters{IRQs: 100, RxIRQs: 50, Busy: 0.1, Idle: 0.3}},
-		{RPS: 200, Requests: 2000, Delta: counters{IRQs: 2000, RxIRQs: 1000, Busy: 0.6, Idle: 0}},
+		{RPS: 300, Requests: 1000, Delta: counters{IRQs: 500, RxIRQs: 400, Busy: 0.2, Idle: 0.2, Ctxt: 3000}},
+		{RPS: 100, Requests: 1000, Delta: counters{IRQs: 100, RxIRQs: 50, Busy: 0.1, Idle: 0.3, Ctxt: 1000}},
+		{RPS: 200, Requests: 2000, Delta: counters{IRQs: 2000, RxIRQs: 1000, Busy: 0.6, Idle: 0, Ctxt: 4000}},
 	}
 	s := summarize(ss)
-	if s.RPS != 200 || s.IRQs != 0.5 || s.RxIRQs != 0.4 || s.CPUMicros != 200 || s.Busy != 0.5 {
-		t.Errorf("summarize = %+v, want medians 200 req/s, 0.5 irq/req, 0.4 rx, 200 µs, 50%% busy", s)
+	if s.RPS != 200 || s.IRQs != 0.5 || s.RxIRQs != 0.4 || s.Ctxt != 2 || s.CPUMicros != 200 || s.Busy != 0.5 {
+		t.Errorf("summarize = %+v, want medians 200 req/s, 0.5 irq/req, 0.4 rx, 2 cs/req, 200 µs, 50%% busy", s)
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("median of 4 = %v", m)
