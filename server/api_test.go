@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,6 +53,11 @@ func newAPIWorker(t testing.TB, eh ErrorHandler, log io.Writer) (*worker, *conn)
 	s.Handle("POST", "/v1/items/{id}", func(c *Ctx) { c.SetStatus(201) })
 	s.Handle("GET", "/files/{path...}", func(c *Ctx) { c.Write(c.PathValue("path")) })
 	s.Handle("GET", "/panic", func(c *Ctx) { panic("boom") })
+	// /big?N answers N bytes, '0'+N%10 each.
+	s.Handle("GET", "/big", func(c *Ctx) {
+		n, _ := strconv.Atoi(string(c.Query()))
+		c.SetResponseBody(append(c.ResponseBody(), bytes.Repeat([]byte{byte('0' + n%10)}, n)...))
+	})
 	s.HandleWith("POST", "/small", RouteOptions{MaxBodyBytes: 16}, func(c *Ctx) { c.Write(c.Body()) })
 	w := &worker{srv: s, cpu: 0, bud: newBudget(&s.cfg), out: make([]byte, 0, initialOutSize), body: make([]byte, 0, initialBodySize),
 		scratch: make([]byte, 0, initialScratchSize), discard: make([]byte, s.cfg.ReadBufferSize), epoch: time.Now().Add(-time.Second)}
@@ -65,9 +72,24 @@ func newAPIWorker(t testing.TB, eh ErrorHandler, log io.Writer) (*worker, *conn)
 func serveOne(w *worker, c *conn, in string) string {
 	c.in = append(c.in[:0], in...)
 	c.closeAfter = false
-	out := string(w.respond(c))
+	out := string(respondRecovering(w, c))
 	w.out = w.out[:0]
 	return out
+}
+
+// respondRecovering is respond, with a handler's panic recovered as the
+// loop does (loopOnce: panickedTurn), for tests that call the request
+// path without a loop.
+func respondRecovering(w *worker, c *conn) (out []byte) {
+	defer func() {
+		if !w.inHandler {
+			return
+		}
+		if v := recover(); v != nil {
+			out = w.panickedTurn(v)
+		}
+	}()
+	return w.respond(c)
 }
 
 // body returns the body of the one response in resp.
@@ -244,6 +266,46 @@ func TestPanicLog(t *testing.T) {
 	}
 	if strings.Contains(l, "runtime.gopanic") || strings.Contains(l, "(*worker).") || len(lines) > 1+panicFrames {
 		t.Errorf("log:\n%s\nwant no runtime or worker frames, at most %d", l, panicFrames)
+	}
+}
+
+// TestPanicAfterGrownOutput: a handler panics after the responses before
+// it in the same turn grew the output buffer past the worker's (w.out).
+// Those responses go out whole and in order, then the 500, and nothing
+// after it: the loop's recovery finds them where respond left them
+// (serve keeps w.out on the grown buffer).
+func TestPanicAfterGrownOutput(t *testing.T) {
+	w, c := newAPIWorker(t, nil, nil)
+	w.srv.cfg.MaxOutputPerTurn = 1 << 20
+	sizes := []int{30001, 40002, 50003}
+	var in strings.Builder
+	for _, n := range sizes {
+		fmt.Fprintf(&in, "GET /big?%d HTTP/1.1\r\nHost: a\r\n\r\n", n)
+	}
+	in.WriteString("GET /panic HTTP/1.1\r\nHost: a\r\n\r\nGET /json HTTP/1.1\r\nHost: a\r\n\r\n")
+	before := w.requests.Load()
+	out := serveOne(w, c, in.String())
+	r := bufio.NewReader(strings.NewReader(out))
+	for i, n := range sizes {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(b) != strings.Repeat(string(rune('0'+n%10)), n) {
+			t.Fatalf("response %d: %d, %d bytes, want 200 and %d bytes of %c", i, resp.StatusCode, len(b), n, '0'+n%10)
+		}
+	}
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != 500 || !resp.Close {
+		t.Fatalf("after them: %v, %v; want 500 and close", resp, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if rest, _ := io.ReadAll(r); len(rest) != 0 || !c.closeAfter {
+		t.Errorf("after the 500: %q, close %v", rest, c.closeAfter)
+	}
+	if got := w.requests.Load() - before; got != uint64(len(sizes)+1) {
+		t.Errorf("requests counted %d, want %d (the panicking one included)", got, len(sizes)+1)
 	}
 }
 

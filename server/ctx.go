@@ -249,7 +249,11 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 	// (pipelines repeat one path). findRoute does the rest.
 	var l *leaf
 	if r := w.route; r != nil && equalShort(c.req.Path, r.path) {
-		l = r.lookup(c.req.Method)
+		if m := c.req.Method; len(m) == 3 && m[0] == 'G' && m[1] == 'E' && m[2] == 'T' && r.get != nil {
+			l = r.get
+		} else {
+			l = r.lookup(m)
+		}
 	}
 	if l == nil {
 		l = w.findRoute(c)
@@ -264,7 +268,14 @@ func (w *worker) serve(out []byte, cn *conn) []byte {
 			// before they are buffered).
 			return w.routeTooLarge(out, cn)
 		}
-		w.inHandler = true // a panic in l.h is recovered in respond
+		// A panic in l.h unwinds to the loop (recoverTurn), which
+		// answers it 500 after the responses before it: they are out[:turnOut] of
+		// w.out, kept on out's array when an append moved it.
+		if cap(out) != cap(w.out) {
+			w.out = out[:0]
+		}
+		w.turnOut = len(out)
+		w.inHandler = true
 		l.h(c)
 		w.inHandler = false
 	} else {

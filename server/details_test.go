@@ -218,6 +218,51 @@ func TestDrainAnswersQueue(t *testing.T) {
 	}
 }
 
+// TestPanicInReadyPass: with one request per turn, connections take
+// turns through the worker's ready queue (runReady). A handler that
+// panics during such a pass is answered 500 and its connection closed;
+// the connections queued behind it in the same pass still get their
+// turns and every response (one left out of the queue would wait
+// forever: its reads are skipped while it counts as queued).
+func TestPanicInReadyPass(t *testing.T) {
+	_, addr := start(t, func(c *server.Config) { c.MaxRequestsPerTurn = 1 })
+	const others, depth = 12, 6
+	for round := range 3 {
+		p, pr := dial(t, addr)
+		conns := make([]net.Conn, others)
+		readers := make([]*bufio.Reader, others)
+		for i := range conns {
+			conns[i], readers[i] = dial(t, addr)
+		}
+		// The panicking connection first, so that the others are
+		// behind it in the queue when its second request is served.
+		p.Write([]byte("GET /seq?p0 HTTP/1.1\r\nHost: x\r\n\r\nGET /seq?p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /panic HTTP/1.1\r\nHost: x\r\n\r\n"))
+		for i, c := range conns {
+			var b strings.Builder
+			for j := range depth {
+				fmt.Fprintf(&b, "GET /seq?%d-%d HTTP/1.1\r\nHost: x\r\n\r\n", i, j)
+			}
+			c.Write([]byte(b.String()))
+		}
+		codes, _, closing := readResponses(t, pr, 3)
+		if codes[0] != 200 || codes[1] != 200 || codes[2] != 500 || !closing[2] {
+			t.Fatalf("round %d: the panicking connection got %v close %v", round, codes, closing)
+		}
+		for i, r := range readers {
+			codes, bodies, _ := readResponses(t, r, depth)
+			for j := range depth {
+				if codes[j] != 200 || bodies[j] != fmt.Sprintf("%d-%d", i, j) {
+					t.Fatalf("round %d: connection %d response %d: %d %q", round, i, j, codes[j], bodies[j])
+				}
+			}
+		}
+		p.Close()
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+}
+
 // TestPanicInPipeline: a handler that panics in the middle of a pipelined
 // batch. The responses before it go out, it is answered 500 with
 // Connection: close, nothing after it is served, the connection closes,

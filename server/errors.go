@@ -112,7 +112,8 @@ const panicFrames = 8
 // logPanic writes one log entry for a handler's panic: its value and the
 // first frames of the stack from the panic's site (the runtime's own
 // frames left out), each "function (file:line)". It runs on the panic
-// path only, so it may allocate. Called from respond's deferred recover,
+// path only, so it may allocate. Called from the loop's deferred recover
+// (loopOnce, readRecovering: recoverTurn),
 // where the panicking frames are still on the stack.
 func (w *worker) logPanic(p any) {
 	var pcs [64]uintptr

@@ -88,21 +88,8 @@ func (w *worker) respond(c *conn) (out []byte) {
 	w.mark = 0 // see hold
 	p := 0
 	served := 0
-	defer func() {
-		// A handler's panic ends the turn with the 500 for its request
-		// (handlerPanicked). Any other panic is a bug of the server's
-		// and goes on.
-		if !w.inHandler {
-			return
-		}
-		if v := recover(); v != nil {
-			out = w.handlerPanicked(out, c, v)
-			if c.d != nil {
-				out = w.queueTail(c, out)
-			}
-			w.requests.Add(uint64(served))
-		}
-	}()
+	// A handler's panic unwinds past this turn to the loop, which ends
+	// it (recoverTurn): no deferred call here, paid by every turn.
 	maxReqs, maxOut := cfg.MaxRequestsPerTurn, cfg.MaxOutputPerTurn
 	if w.bud.spent() {
 		maxReqs = 1
@@ -132,6 +119,7 @@ func (w *worker) respond(c *conn) (out []byte) {
 		p += n
 		served++
 		c.sent100 = false
+		w.turnServed = served
 		out = w.serve(out, c)
 	}
 	if c.d != nil {

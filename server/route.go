@@ -369,6 +369,10 @@ type exactRoute struct {
 	path    string
 	methods []string
 	leaves  []*leaf
+	// get is lookup("GET"), for serve to take without comparing the
+	// method's three bytes by a call to memequal (24 instructions,
+	// cachegrind); nil when the path has no GET pattern.
+	get *leaf
 }
 
 func (r *exactRoute) lookup(method []byte) *leaf {
@@ -426,6 +430,9 @@ func (rt *router) add(l *leaf) error {
 		}
 		r.methods = append(r.methods, p.method)
 		r.leaves = append(r.leaves, l)
+		if p.method == "GET" && r.get == nil {
+			r.get = l
+		}
 	} else {
 		rt.wild = append(rt.wild, l)
 	}

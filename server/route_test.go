@@ -405,3 +405,34 @@ func TestRouteManyLiterals(t *testing.T) {
 		}
 	}
 }
+
+// TestExactRouteGet: an exact path's get is what lookup finds for GET
+// (serve takes it without comparing the method), whatever the order and
+// the other methods of its patterns; and over the request path, the
+// previous request's route (serve's fast path) still tells GET from the
+// other methods.
+func TestExactRouteGet(t *testing.T) {
+	rt := routerOf(t, "POST /a", "GET /a", "HEAD /a", "/b", "GET /b", "GET /c", "PUT /d", "HEAD /e", "GET /e")
+	for path, r := range rt.exact {
+		if want := r.lookup([]byte("GET")); r.get != want {
+			t.Errorf("%s: get %p, lookup(GET) %p", path, r.get, want)
+		}
+		if path != "/d" && r.get == nil {
+			t.Errorf("%s: no get", path)
+		}
+	}
+	w, c := newAPIWorker(t, nil, nil)
+	for i, tt := range []struct{ req, status string }{
+		{"GET /json", "200"},
+		{"POST /json", "405"},
+		{"GET /json", "200"},
+		{"GEX /json", "405"},
+		{"PUT /json", "405"},
+		{"GET /json", "200"},
+	} {
+		out := serveOne(w, c, tt.req+" HTTP/1.1\r\nHost: a\r\n\r\n")
+		if !strings.HasPrefix(out, "HTTP/1.1 "+tt.status+" ") {
+			t.Errorf("%d: %s: %.40q, want %s", i, tt.req, out, tt.status)
+		}
+	}
+}

@@ -94,12 +94,20 @@ type worker struct {
 	outHigh, bodyHigh int
 	discard           []byte // where lingering connections' input goes
 	ctx               Ctx
-	inHandler         bool // a handler is running (serve): its panic is recovered in respond
-	dateSec           int64
-	date              []byte      // "Date: ...\r\n", re-rendered when the second changes
-	head200           []byte      // status line, Server and Date of a 200, with date
-	head200JSON       []byte      // head200, the JSON Content-Type and "Content-Length: "
-	route             *exactRoute // the exact route of the last request: pipelines repeat one path
+	inHandler         bool // a handler is running (serve): its panic is recovered by the loop (recoverTurn)
+	// The turn a handler's panic interrupts, for recoverTurn: what
+	// respond had served (the panicking request included) and the length
+	// of its output before that request's response, in w.out (serve keeps
+	// w.out on respond's output buffer when an append grew it).
+	turnServed, turnOut int
+	// A runReady pass: in one, and how many of w.ready it has taken.
+	readyPass   bool
+	readyDone   int
+	dateSec     int64
+	date        []byte      // "Date: ...\r\n", re-rendered when the second changes
+	head200     []byte      // status line, Server and Date of a 200, with date
+	head200JSON []byte      // head200, the JSON Content-Type and "Content-Length: "
+	route       *exactRoute // the exact route of the last request: pipelines repeat one path
 	// scratch holds what requests decode (Ctx.QueryValue, escaped path
 	// segments); emptied per request, cut back like body (shrinkBuffers).
 	scratch []byte
@@ -201,7 +209,7 @@ func (w *worker) run(ready chan<- error) {
 	w.lastScan = w.now
 	w.publishMem()
 	ready <- nil
-	if err := w.loop(); err != nil {
+	if err := w.loopRecovering(); err != nil {
 		w.srv.fail(err)
 	}
 	w.stopDeferred()
