@@ -70,8 +70,16 @@ func (w *worker) read(c *conn) {
 func (w *worker) process(c *conn) {
 	out := w.respond(c)
 	w.send(c, out)
-	w.outHigh = max(w.outHigh, len(out))
-	w.out = out[:0]
+	// Stores only when something changed: w.out's length is not kept
+	// (respond starts from w.out[:0]), and an unchanged buffer spares the
+	// slice store and its write-barrier check, as a lower outHigh spares
+	// that store, on every turn.
+	if len(out) > w.outHigh {
+		w.outHigh = len(out)
+	}
+	if cap(out) != cap(w.out) {
+		w.out = out[:0] // an append grew it
+	}
 }
 
 // respond parses and serves the complete requests in c.in and returns
