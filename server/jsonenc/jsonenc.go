@@ -254,7 +254,17 @@ func AppendFloat(dst []byte, f float64, bits int) []byte {
 }
 
 // AppendString appends s as a quoted JSON string.
+//
+// A string of eight bytes or more that needs no escaping is tested here
+// (plainSSE2) and copied, without the calls to the generic appendString
+// and allPlain: 16 instructions fewer for /json's 13-byte message
+// (cachegrind). Any other goes to appendString, which tests it again.
 func AppendString(dst []byte, s string) []byte {
+	if haveSIMD && len(s) >= 8 && plainSSE2(unsafe.StringData(s), len(s)) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	return appendString(dst, s)
 }
 
