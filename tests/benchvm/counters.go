@@ -23,24 +23,30 @@ const MgmtPort = "9100"
 // counters are the guest's own counts at one moment, read from its
 // /metrics: the NIC's queue interrupt lines of /proc/interrupts
 // (hotpath_interrupts_total, summed over CPUs), the CPU time of
-// /proc/stat (hotpath_cpu_seconds_total, summed over CPUs) and its
-// context switch count (hotpath_context_switches_total).
+// /proc/stat (hotpath_cpu_seconds_total, summed over CPUs), its
+// context switch count (hotpath_context_switches_total) and the NET_RX
+// softirqs of /proc/softirqs (hotpath_softirqs_total, summed over CPUs).
 type counters struct {
 	IRQs   float64 // every queue interrupt of the NIC
 	RxIRQs float64 // those of receive (virtio "input", ENA/mlx "rx") lines
 	Busy   float64 // CPU seconds in every mode but idle and iowait
 	Idle   float64 // CPU seconds idle (and iowait)
 	Ctxt   float64 // context switches, every CPU (/proc/stat ctxt)
+	// NetRx counts NET_RX softirqs, every CPU: one per receive
+	// interrupt's poll, busy poll excepted, and one per poll the
+	// deferral's gro_flush_timeout timer schedules, which the queue
+	// interrupt count does not see.
+	NetRx float64
 }
 
 // sub is c - base: what happened between two readings.
 func (c counters) sub(base counters) counters {
-	return counters{IRQs: c.IRQs - base.IRQs, RxIRQs: c.RxIRQs - base.RxIRQs, Busy: c.Busy - base.Busy, Idle: c.Idle - base.Idle, Ctxt: c.Ctxt - base.Ctxt}
+	return counters{IRQs: c.IRQs - base.IRQs, RxIRQs: c.RxIRQs - base.RxIRQs, Busy: c.Busy - base.Busy, Idle: c.Idle - base.Idle, Ctxt: c.Ctxt - base.Ctxt, NetRx: c.NetRx - base.NetRx}
 }
 
 // parseCounters reads a Prometheus text exposition. A guest that exports
-// no queue interrupt, no CPU time or no context switch count is an
-// error: a zero would read as a perfect result.
+// no queue interrupt, no CPU time, no context switch count or no NET_RX
+// softirq is an error: a zero would read as a perfect result.
 func parseCounters(r io.Reader) (counters, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
@@ -59,6 +65,18 @@ func parseCounters(r io.Reader) (counters, error) {
 		return c, fmt.Errorf("metrics: no hotpath_context_switches_total")
 	}
 	c.Ctxt = ctxt.Metric[0].GetCounter().GetValue()
+	netrx := false
+	if sirq := fams["hotpath_softirqs_total"]; sirq != nil {
+		for _, m := range sirq.Metric {
+			if label(m, "type") == "NET_RX" {
+				c.NetRx += m.GetCounter().GetValue()
+				netrx = true
+			}
+		}
+	}
+	if !netrx {
+		return c, fmt.Errorf("metrics: no NET_RX in hotpath_softirqs_total")
+	}
 	for _, m := range irq.Metric {
 		if label(m, "queue") == "" {
 			continue // not a queue line (exported when the guest could not name its queues)

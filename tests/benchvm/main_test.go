@@ -48,6 +48,10 @@ hotpath_cpu_seconds_total{cpu="1",mode="iowait"} 0.5
 hotpath_cpu_seconds_total{cpu="1",mode="idle"} 20
 # TYPE hotpath_context_switches_total counter
 hotpath_context_switches_total 4242
+# TYPE hotpath_softirqs_total counter
+hotpath_softirqs_total{cpu="0",type="NET_RX"} 300
+hotpath_softirqs_total{cpu="1",type="NET_RX"} 12
+hotpath_softirqs_total{cpu="0",type="TIMER"} 999
 `
 
 func TestParseCounters(t *testing.T) {
@@ -55,7 +59,7 @@ func TestParseCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := counters{IRQs: 189, RxIRQs: 152, Busy: 4.75, Idle: 30.5, Ctxt: 4242}
+	want := counters{IRQs: 189, RxIRQs: 152, Busy: 4.75, Idle: 30.5, Ctxt: 4242, NetRx: 312}
 	if got != want {
 		t.Errorf("parseCounters = %+v, want %+v", got, want)
 	}
@@ -69,26 +73,27 @@ func TestParseCounters(t *testing.T) {
 		"no interrupts": metricsText[strings.Index(metricsText, "# TYPE hotpath_cpu"):],
 		"no cpu":        metricsText[:strings.Index(metricsText, "# TYPE hotpath_cpu")],
 		"no ctxt":       metricsText[:strings.Index(metricsText, "# TYPE hotpath_context")],
+		"no NET_RX":     metricsText[:strings.Index(metricsText, "# TYPE hotpath_softirqs")],
 		"garbage":       "hotpath_interrupts_total{ 1\n",
 	} {
 		if _, err := parseCounters(strings.NewReader(text)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	d := want.sub(counters{IRQs: 89, RxIRQs: 52, Busy: 0.75, Idle: 0.5, Ctxt: 242})
-	if d != (counters{IRQs: 100, RxIRQs: 100, Busy: 4, Idle: 30, Ctxt: 4000}) {
+	d := want.sub(counters{IRQs: 89, RxIRQs: 52, Busy: 0.75, Idle: 0.5, Ctxt: 242, NetRx: 12})
+	if d != (counters{IRQs: 100, RxIRQs: 100, Busy: 4, Idle: 30, Ctxt: 4000, NetRx: 300}) {
 		t.Errorf("sub = %+v", d)
 	}
 }
 
 func TestSummarize(t *testing.T) {
 	ss := []sample{
-		{RPS: 300, Requests: 1000, Delta: counters{IRQs: 500, RxIRQs: 400, Busy: 0.2, Idle: 0.2, Ctxt: 3000}},
-		{RPS: 100, Requests: 1000, Delta: counters{IRQs: 100, RxIRQs: 50, Busy: 0.1, Idle: 0.3, Ctxt: 1000}},
-		{RPS: 200, Requests: 2000, Delta: counters{IRQs: 2000, RxIRQs: 1000, Busy: 0.6, Idle: 0, Ctxt: 4000}},
+		{RPS: 300, Requests: 1000, Delta: counters{IRQs: 500, RxIRQs: 400, Busy: 0.2, Idle: 0.2, Ctxt: 3000, NetRx: 100}},
+		{RPS: 100, Requests: 1000, Delta: counters{IRQs: 100, RxIRQs: 50, Busy: 0.1, Idle: 0.3, Ctxt: 1000, NetRx: 300}},
+		{RPS: 200, Requests: 2000, Delta: counters{IRQs: 2000, RxIRQs: 1000, Busy: 0.6, Idle: 0, Ctxt: 4000, NetRx: 400}},
 	}
 	s := summarize(ss)
-	if s.RPS != 200 || s.IRQs != 0.5 || s.RxIRQs != 0.4 || s.Ctxt != 2 || s.CPUMicros != 200 || s.Busy != 0.5 {
+	if s.RPS != 200 || s.IRQs != 0.5 || s.RxIRQs != 0.4 || s.NetRx != 0.2 || s.Ctxt != 2 || s.CPUMicros != 200 || s.Busy != 0.5 {
 		t.Errorf("summarize = %+v, want medians 200 req/s, 0.5 irq/req, 0.4 rx, 2 cs/req, 200 µs, 50%% busy", s)
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {

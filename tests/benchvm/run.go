@@ -156,8 +156,8 @@ func rounds(ctx context.Context, gs []*guest) error {
 				g.failed++
 				continue
 			}
-			log.Printf("round %d: %-24s %8.0f req/s %6.3f irq/req %6.3f rx irq/req %6.3f cs/req %8.1f µs CPU/req",
-				r+1, g.Name, s.RPS, s.perRequest(s.Delta.IRQs), s.perRequest(s.Delta.RxIRQs), s.perRequest(s.Delta.Ctxt), 1e6*s.perRequest(s.Delta.Busy))
+			log.Printf("round %d: %-24s %8.0f req/s %6.3f irq/req %6.3f rx irq/req %6.3f NET_RX/req %6.3f cs/req %8.1f µs CPU/req",
+				r+1, g.Name, s.RPS, s.perRequest(s.Delta.IRQs), s.perRequest(s.Delta.RxIRQs), s.perRequest(s.Delta.NetRx), s.perRequest(s.Delta.Ctxt), 1e6*s.perRequest(s.Delta.Busy))
 			g.samples = append(g.samples, s)
 		}
 	}
@@ -166,8 +166,8 @@ func rounds(ctx context.Context, gs []*guest) error {
 
 // summary is a guest's medians over its runs.
 type summary struct {
-	RPS, IRQs, RxIRQs, Ctxt, CPUMicros, Busy float64
-	Stalls                                   int // total over the runs
+	RPS, IRQs, RxIRQs, NetRx, Ctxt, CPUMicros, Busy float64
+	Stalls                                          int // total over the runs
 }
 
 func summarize(ss []sample) summary {
@@ -187,6 +187,7 @@ func summarize(ss []sample) summary {
 		RPS:       med(func(s sample) float64 { return s.RPS }),
 		IRQs:      med(func(s sample) float64 { return s.perRequest(s.Delta.IRQs) }),
 		RxIRQs:    med(func(s sample) float64 { return s.perRequest(s.Delta.RxIRQs) }),
+		NetRx:     med(func(s sample) float64 { return s.perRequest(s.Delta.NetRx) }),
 		Ctxt:      med(func(s sample) float64 { return s.perRequest(s.Delta.Ctxt) }),
 		CPUMicros: med(func(s sample) float64 { return 1e6 * s.perRequest(s.Delta.Busy) }),
 		Busy: med(func(s sample) float64 {
@@ -214,13 +215,14 @@ func median(v []float64) float64 {
 func printTable(w io.Writer, gs []*guest, accel string) {
 	fmt.Fprintf(w, "\nbench-vm: GET %s, %d vCPUs under %s, wrk -t%d -c%d -d%v, median of %d interleaved rounds\n",
 		*path, *cpus, accel, *threads, *conns, *duration, *runs)
-	fmt.Fprintf(w, "  %-26s %-22s %10s %9s %11s %8s %12s %9s %7s %6s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "cs/req", "CPU µs/req", "CPU busy", "stalls", "failed")
+	fmt.Fprintf(w, "  %-28s %-22s %10s %9s %11s %11s %8s %12s %9s %7s %6s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "NET_RX/req", "cs/req", "CPU µs/req", "CPU busy", "stalls", "failed")
 	for _, g := range gs {
 		s := summarize(g.samples)
-		fmt.Fprintf(w, "  %-26s %-22s %10.0f %9.3f %11.3f %8.3f %12.1f %8.0f%% %7d %6d\n",
-			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.Ctxt, s.CPUMicros, 100*s.Busy, s.Stalls, g.failed)
+		fmt.Fprintf(w, "  %-28s %-22s %10.0f %9.3f %11.3f %11.3f %8.3f %12.1f %8.0f%% %7d %6d\n",
+			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.NetRx, s.Ctxt, s.CPUMicros, 100*s.Busy, s.Stalls, g.failed)
 	}
 	fmt.Fprintln(w, "  irq/req: the NIC's queue interrupts (all CPUs) per completed request; rx: the receive lines only;")
+	fmt.Fprintln(w, "  NET_RX/req: the guest's NET_RX softirqs (/proc/softirqs, all CPUs), the deferral timer's polls included;")
 	fmt.Fprintln(w, "  cs/req: the guest's context switches (/proc/stat ctxt, all CPUs) per request;")
 	fmt.Fprintln(w, "  CPU µs/req: guest CPU time outside idle (/proc/stat, 10 ms ticks) per request; all read through port "+MgmtPort+";")
 	fmt.Fprintf(w, "  stalls: scrapes of that port with no answer within %v, tried again on a new connection; failed: runs lost (wrk or every scrape failed).\n", scrapeTimeout)
