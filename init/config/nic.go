@@ -34,7 +34,19 @@ type NIC struct {
 	// keeps finding work and, once traffic stops, is polled by its 50µs
 	// timer at most 100 times (5 ms) before its interrupt is re-armed.
 	//
-	// Both stay off by default, decided from `make bench-vm` (TCG, 2
+	// Both stay off by default. Issue 42 settled it on counts per
+	// request that do not depend on the host's speed (`make bench-vm
+	// BENCHVM_GUESTS=6.12,6.12-defer,6.12-step10`, 2026-12-05, medians of
+	// 3 rounds; README has the table): the deferral alone takes receive
+	// interrupts from 0.138 to 0.004 per request but NET_RX softirqs rise
+	// from 0.212 to 0.295 and context switches from 0.120 to 0.155: the
+	// receive polls start from the gro_flush_timeout timer (an hrtimer
+	// interrupt) instead of the NIC's, moved rather than saved without a
+	// busy-polling workload. With the preference too (0.306, 0.179) the
+	// guest lost a queue again in one round of three, in both runs that
+	// day (the race under PreferBusyPoll).
+	//
+	// Earlier, from `make bench-vm` (TCG, 2
 	// vCPUs, virtio-net, wrk -t2 -c64 -d10s, median of 3 interleaved
 	// rounds, 2026-12-01; receive / all queue interrupts per request, guest
 	// CPU per request): 6.12 off 0.277 / 0.626, 454 µs; the deferral alone
