@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hotpath-dev/hotpath/server/jsonenc"
 )
 
@@ -306,6 +308,41 @@ func TestPanicAfterGrownOutput(t *testing.T) {
 	}
 	if got := w.requests.Load() - before; got != uint64(len(sizes)+1) {
 		t.Errorf("requests counted %d, want %d (the panicking one included)", got, len(sizes)+1)
+	}
+}
+
+// TestReadRecovering: startDrain reads the connections it finds with
+// readRecovering, which answers a handler's panic itself (the 500, then
+// the connection's close) and returns, so that the drain's own work goes
+// on. Over a socket pair: the request waits in the socket as it does for
+// a connection accepted just before the drain.
+func TestReadRecovering(t *testing.T) {
+	w, c := newAPIWorker(t, nil, nil)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	c.fd = fds[0]
+	before := w.requests.Load()
+	unix.Write(fds[1], []byte("GET /json HTTP/1.1\r\nHost: a\r\n\r\nGET /panic HTTP/1.1\r\nHost: a\r\n\r\nGET /json HTTP/1.1\r\nHost: a\r\n\r\n"))
+	w.readRecovering(c) // a panic escaping it fails the test
+	var b [4096]byte
+	n, err := unix.Read(fds[1], b[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(b[:n])
+	if strings.Count(out, "HTTP/1.1 ") != 2 || !strings.HasPrefix(out, "HTTP/1.1 200 ") ||
+		!strings.Contains(out, "HTTP/1.1 500 ") || !strings.HasSuffix(out, "internal server error\n") {
+		t.Errorf("answered %q, want the 200, then the 500 and nothing after", out)
+	}
+	if c.state != stateLinger || w.inHandler {
+		t.Errorf("state %v, inHandler %v: want the connection lingering to its close", c.state, w.inHandler)
+	}
+	if got := w.requests.Load() - before; got != 2 {
+		t.Errorf("requests counted %d, want 2", got)
 	}
 }
 
