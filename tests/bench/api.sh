@@ -26,7 +26,7 @@
 # Run by run.sh after the /json scenario (API=0 skips it), or alone:
 #   tests/bench/api.sh     Env: ROUNDS DURATION CONNS SERVER_CPU CLIENT_CPU as run.sh (ROUNDS=0: instructions only, API_INSTR=0: none),
 #                               API_PEERS="hotpath fasthttp nethttp", KEEP=1,
-#                               API_DEFER DEFER_RATE DEFER_EVERY DEFER_DELAY DEFER_OTHER_CPUS
+#                               API_ROUNDS (0: the api-defer row alone), API_DEFER DEFER_RATE DEFER_EVERY DEFER_DELAY DEFER_OTHER_CPUS
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -113,7 +113,10 @@ declare -A RPS CPU ALLOC
 read -r -a peers <<<"$API_PEERS"
 n=${#peers[@]}
 log "servers on cpu $SERVER_CPU, wrk on cpu $CLIENT_CPU, $CONNS connections, $DURATION per run, $ROUNDS rounds"
-for ((round = 0; round < ROUNDS; round++)); do
+# API_ROUNDS (default ROUNDS) rounds of the api table; API_ROUNDS=0 runs
+# the api-defer row alone.
+API_ROUNDS=${API_ROUNDS:-$ROUNDS}
+for ((round = 0; round < API_ROUNDS; round++)); do
 	for ((k = 0; k < n; k++)); do
 		name=${peers[$(((k + round) % n))]}
 		for req in get post; do
@@ -238,9 +241,9 @@ fi
 
 declare -A MED
 echo
-if ((ROUNDS > 0)); then
+if ((API_ROUNDS > 0)); then
 echo "api scenario: $(uname -r), server on cpu $SERVER_CPU, wrk (1 thread) on cpu $CLIENT_CPU, $CONNS connections,"
-echo "$DURATION per run, median of $ROUNDS rounds; GET /v1/items/42 and POST /v1/score (tests/bench/score.lua)"
+echo "$DURATION per run, median of $API_ROUNDS rounds; GET /v1/items/42 and POST /v1/score (tests/bench/score.lua)"
 echo
 printf '%-10s %10s %10s %10s %10s %10s %10s\n' "" GET GET GET POST POST POST
 printf '%-10s %10s %10s %10s %10s %10s %10s\n' server "req/s" "cpu us/r" "allocs/r" "req/s" "cpu us/r" "allocs/r"
@@ -265,6 +268,7 @@ if [[ " ${peers[*]} " == *" hotpath "* ]]; then
 			BEGIN { printf "  vs %-9s GET %5.2fx   POST %5.2fx\n", n, r(pg, hg), r(pp, hp) }'
 	done
 fi
+fi # API_ROUNDS > 0
 if [[ -n ${P99[none]:-} ]]; then
 	a=$(echo "${P99[none]}" | median)
 	d=$(echo "${P99[deferred]:-}" | median)
@@ -276,7 +280,7 @@ if [[ -n ${P99[none]:-} ]]; then
 	printf '  %-10s p50 %8.3f ms  p99 %8.3f ms  errors %d\n' deferred "$(echo "${P50[deferred]}" | median)" "$d" "${DEFER_ERR[deferred]}"
 	awk -v d="$d" -v a="$a" 'BEGIN { printf "  p99 ratio deferred / none: %.2fx (issue 36: within 1.2x)\n", (a > 0 ? d / a : 0) }'
 fi
-fi # ROUNDS > 0 (ROUNDS=0: the instruction counts alone)
+# (ROUNDS=0: the instruction counts alone)
 if ((counted)); then
 	echo
 	echo "user-space instructions per request (cachegrind, 16 connections, exact load; independent of the machine's load):"
