@@ -74,10 +74,15 @@ vet:
 
 # -json through tests/testsum: the usual quiet output (failures in full),
 # then every skipped test with its reason, so a skip is never invisible. It
-# exits non-zero on any failure it reads (sh has no pipefail).
+# exits non-zero on any failure it reads (sh has no pipefail). The second
+# run: deferred responses (issue 36) kept in order, cancelled, bounded and
+# drained, also under the race detector (Finish comes from other
+# goroutines).
 unit: deps-test
 	$(GO) build -o $(OUT)/testsum ./tests/testsum
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS) | $(OUT)/testsum
+	$(GO) test -json -count=1 -race -timeout $(TEST_TIMEOUT) \
+		-run '^TestDefer(Order|Full|Deadline|HoldsReading|Panics|QueueClose|Drain|RequestCopy|OnDone|CancelOnHangUp)$$' ./server/ | $(OUT)/testsum
 
 # The boots stream their progress (testsum -stream, as go test -v) and end,
 # like unit, with every skipped test and its reason.

@@ -139,8 +139,8 @@ func reservedHeader(name string) bool {
 
 // Status returns the response status the handler set, 200 if it set
 // none: what a middleware wrapping it reads after calling it. It is 0
-// after Defer: the response is made later (wrap the Finish function to
-// see it).
+// after Defer: the response is made later (a middleware sees it in a
+// Deferred.OnDone function: see Ctx.Deferred).
 func (c *Ctx) Status() int { return c.status }
 
 // ResponseLen returns the length of the response body so far (what is

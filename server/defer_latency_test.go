@@ -30,9 +30,12 @@ import (
 // them than in the baseline must take over 25 ms: that shows the test
 // can fail. Deferring holds the worker a few microseconds per backend
 // request: at most 5% more of the others than in the baseline take over
-// 25 ms. The p99s and their ratios are logged (on an
-// idle machine the 1.2x of the issue holds; this machine's load, several
-// times its CPU count, puts seconds into some p99s).
+// 25 ms. The p99s and their ratios are logged, not asserted: they are
+// the machine's. On this 2-core machine with every other process at nice
+// 19 (2026-12-05, three runs) the ratio deferred/none was 0.93, 0.98 and
+// 1.01 (p99 4.6-6.2 ms both, almost all of it wake-ups waiting behind the
+// nice-19 processes and the client's millisecond timers), blocking 7.2x
+// to 8.6x; with other processes at nice 0 (load 8-14) it was 1.86 once.
 func TestDeferLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("18 s of open-loop load")

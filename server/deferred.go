@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,11 @@ type Deferred struct {
 	stop   context.CancelFunc
 
 	// The worker's own.
-	cn       *conn // nil once d is finished or dropped
-	deadline int64 // w.now at which the request is answered 504
+	cn       *conn                    // nil once d is finished or dropped
+	start    int64                    // w.now when the handler deferred it
+	deadline int64                    // w.now at which the request is answered 504
+	onDone   [2]func(*Deferred, *Ctx) // OnDone's; more beyond two
+	moreDone []func(*Deferred, *Ctx)
 	idx      int   // in w.held
 	size     int64 // what d holds, in the worker's memory budget
 	c        Ctx   // the request, its bytes in raw
@@ -137,7 +141,7 @@ func (c *Ctx) DeferTimeout(timeout time.Duration) *Deferred {
 	}
 	// idx -1 until hold: a Deferred whose handler panics is never held,
 	// and runFinished must skip it even when Finish handed it over.
-	d := &Deferred{w: w, size: size, deadline: w.now + int64(timeout), idx: -1}
+	d := &Deferred{w: w, size: size, start: w.now, deadline: w.now + int64(timeout), idx: -1}
 	d.c = *c
 	d.raw = make([]byte, n, n+extra)
 	copy(d.raw, unsafe.Slice(unsafe.SliceData(c.req.Method), n))
@@ -193,6 +197,83 @@ func (d *Deferred) Finish(fn func(c *Ctx)) bool {
 		w.finInflight.Add(-1)
 	}
 	return true
+}
+
+// Deferred returns the Deferred the running handler made with Defer, or
+// nil when it made none (or Defer refused the request: it was answered
+// 503 at once). It is for a middleware: after the handler it wraps
+// returned, Status is 0 for a deferred request, and OnDone tells it the
+// status the response had in the end.
+func (c *Ctx) Deferred() *Deferred {
+	if w := c.w; c == &w.ctx && w.inHandler {
+		return w.pendingDefer
+	}
+	return nil
+}
+
+// OnDone has fn run on the worker once the deferred request ends: when
+// its response is made (by Finish's function, or the 504 at its
+// deadline), with the request's Ctx holding the response's Status and
+// ResponseLen; or when it ends without a response (its client left, the
+// server stopped, or a response before it on its connection closed the
+// connection), with Status 0 (context.Cause(d.Context()) says why).
+// Elapsed says how long it was held. fn must not write a response.
+//
+// Call it on the worker, from the handler that deferred the request or
+// a middleware around it (see Ctx.Deferred), before the handler returns
+// to the server. Functions added by several calls run in the order they
+// were added; one that panics is logged and the others still run. OnDone does nothing on a Deferred that Defer refused. fn
+// does not run when the handler panics after Defer (the request is
+// answered 500, as any panicking handler's).
+func (d *Deferred) OnDone(fn func(d *Deferred, c *Ctx)) {
+	switch {
+	case d.w == nil:
+		// Refused: answered 503 already.
+	case d.onDone[0] == nil:
+		d.onDone[0] = fn
+	case d.onDone[1] == nil:
+		d.onDone[1] = fn
+	default:
+		d.moreDone = append(d.moreDone, fn)
+	}
+}
+
+// Elapsed returns how long the request has been held since the handler
+// deferred it, by the worker's clock (read once per turn of its loop).
+// Call it on the worker: in an OnDone function.
+func (d *Deferred) Elapsed() time.Duration {
+	if d.w == nil {
+		return 0
+	}
+	return time.Duration(d.w.now - d.start)
+}
+
+// runDone runs d's OnDone functions, each once; a panic in one is
+// logged and the others still run.
+func (w *worker) runDone(d *Deferred, c *Ctx) {
+	if d.onDone[0] == nil {
+		return
+	}
+	fns := d.onDone
+	more := d.moreDone
+	d.onDone, d.moreDone = [2]func(*Deferred, *Ctx){}, nil
+	for _, fn := range fns {
+		if fn != nil {
+			w.runDoneFn(fn, d, c)
+		}
+	}
+	for _, fn := range more {
+		w.runDoneFn(fn, d, c)
+	}
+}
+
+func (w *worker) runDoneFn(fn func(*Deferred, *Ctx), d *Deferred, c *Ctx) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(w.srv.cfg.Log, "hotpath: panic in a Deferred.OnDone function (the worker goes on): %s\n", panicString(p))
+		}
+	}()
+	fn(d, c)
 }
 
 // requestSpan returns where c's request bytes start, how many they are,
@@ -374,6 +455,8 @@ func (w *worker) dropDeferred(d *Deferred, cause error) {
 	d.state.CompareAndSwap(deferPending, deferGone)
 	d.cancel(cause)
 	d.stop()
+	d.c.status = 0 // no response
+	w.runDone(d, &d.c)
 	w.unhold(d)
 }
 
@@ -464,6 +547,7 @@ func (w *worker) complete(d *Deferred, fn func(*Ctx)) {
 	d.cancel(context.Canceled)
 	d.stop()
 	out := w.appendResponse(w.out[:0], c, head)
+	w.runDone(d, c)
 	w.unhold(d)
 	w.bodyHigh = max(w.bodyHigh, len(w.body))
 	w.outHigh = max(w.outHigh, len(out))

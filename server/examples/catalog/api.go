@@ -47,15 +47,15 @@ func (a *api) config(cfg *server.Config) {
 	}
 }
 
-// register adds the API's routes to s, each but /v1/metrics and
-// /v1/proxy counted by the metrics middleware (a deferred request has no
-// status yet when its handler returns: see server.Ctx.Status).
+// register adds the API's routes to s, each but /v1/metrics counted by
+// the metrics middleware (/v1/proxy's deferred requests when their
+// response is made).
 func (a *api) register(s *server.Server) {
 	s.Handle("GET", "/v1/items/{id}", a.metrics.wrap("GET /v1/items/{id}", a.getItem))
 	s.HandleWith("POST", "/v1/score", server.RouteOptions{MaxBodyBytes: scoreBodyLimit},
 		a.metrics.wrap("POST /v1/score", a.score))
 	s.Handle("GET", "/v1/metrics", a.serveMetrics)
-	a.proxy.register(s)
+	a.proxy.register(s, a.metrics)
 }
 
 // fail answers code with {"error":msg}.

@@ -6,7 +6,7 @@
 //	GET  /v1/items/{id}  an item of the catalogue, by id
 //	POST /v1/score       a JSON body, decoded without allocating
 //	                     (package jsondec), validated and scored; 4 KiB at most
-//	GET  /v1/metrics     requests, status classes and bytes per route
+//	GET  /v1/metrics     requests, status classes and bytes per route (deferred ones when they end)
 //	GET  /v1/proxy/{id}  the body of GET <backend>/{id}, called off the
 //	                     worker (server.Ctx.Defer): at most -proxy-calls
 //	                     calls at once (beyond: 503), each answered within

@@ -126,31 +126,46 @@ func TestMetrics(t *testing.T) {
 	}
 	notFound := do(t, "GET", base+"/v1/items/11", "").body
 	do(t, "POST", base+"/v1/score", `{`)
-	do(t, "GET", base+"/v1/nothing", "") // the server's own 404: no route, not counted
-	var m struct {
-		Version int64 `json:"catalog_version"`
-		Routes  []struct {
-			Route                     string
-			Requests, OK, C4, C5, Len uint64
-		}
+	do(t, "GET", base+"/v1/nothing", "")                   // the server's own 404: no route, not counted
+	noBackend := do(t, "GET", base+"/v1/proxy/1", "").body // 503 by the handler, not deferred
+	m := readMetrics(t, base)
+	if len(m.Routes) != 3 || m.Version != 1 {
+		t.Fatalf("metrics %+v", m)
 	}
+	items, score, proxy := m.Routes[0], m.Routes[1], m.Routes[2]
+	if items.Route != "GET /v1/items/{id}" || items.Requests != 4 || items.OK != 3 || items.C4 != 1 || items.C5 != 0 ||
+		items.Len != uint64(bytes2xx+len(notFound)) || items.Deferred != 0 {
+		t.Errorf("items route: %+v (2xx bytes %d + 404 %d)", items, bytes2xx, len(notFound))
+	}
+	if score.Route != "POST /v1/score" || score.Requests != 1 || score.C4 != 1 {
+		t.Errorf("score route: %+v", score)
+	}
+	if want := (routeMetrics{Route: "GET /v1/proxy/{id}", Requests: 1, C5: 1, Len: uint64(len(noBackend))}); proxy != want {
+		t.Errorf("proxy route: %+v, want %+v", proxy, want)
+	}
+}
+
+// routeMetrics is one route's object in GET /v1/metrics.
+type routeMetrics struct {
+	Route                     string
+	Requests, OK, C4, C5, Len uint64
+	Deferred, Dropped         uint64
+	DeferredUS                uint64 `json:"deferred_us"`
+}
+
+// readMetrics GETs /v1/metrics; a member the test does not know fails it.
+func readMetrics(t *testing.T, base string) (m struct {
+	Version int64 `json:"catalog_version"`
+	Routes  []routeMetrics
+}) {
+	t.Helper()
 	got := do(t, "GET", base+"/v1/metrics", "").body
 	dec := json.NewDecoder(strings.NewReader(strings.NewReplacer(`"2xx"`, `"OK"`, `"4xx"`, `"C4"`, `"5xx"`, `"C5"`, `"bytes"`, `"Len"`).Replace(got)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		t.Fatalf("%s: %v", got, err)
 	}
-	if len(m.Routes) != 2 || m.Version != 1 {
-		t.Fatalf("metrics %s", got)
-	}
-	items, score := m.Routes[0], m.Routes[1]
-	if items.Route != "GET /v1/items/{id}" || items.Requests != 4 || items.OK != 3 || items.C4 != 1 || items.C5 != 0 ||
-		items.Len != uint64(bytes2xx+len(notFound)) {
-		t.Errorf("items route: %+v (2xx bytes %d + 404 %d)", items, bytes2xx, len(notFound))
-	}
-	if score.Route != "POST /v1/score" || score.Requests != 1 || score.C4 != 1 {
-		t.Errorf("score route: %+v", score)
-	}
+	return m
 }
 
 // TestReload: the catalogue is swapped while requests are served, and

@@ -13,9 +13,15 @@ import (
 // maxRoutes bounds the routes metrics counts.
 const maxRoutes = 8
 
-// counters are one route's figures on one CPU.
+// counters are one route's figures on one CPU. A deferred request is
+// counted when it ends (server.Deferred.OnDone): requests, its status
+// class and bytes once its response is made, deferred and deferredNanos
+// (the time from Defer to the response) whether it was answered or not,
+// dropped when it ended without a response (the client left, the server
+// stopped).
 type counters struct {
 	requests, status2xx, status4xx, status5xx, bytes atomic.Uint64
+	deferred, dropped, deferredNanos                 atomic.Uint64
 }
 
 // cpuRow is one CPU's counters, padded to whole cache lines: each worker
@@ -27,7 +33,9 @@ type cpuRow struct {
 }
 
 // metrics counts requests, status classes and response bytes per route,
-// in a middleware: the one wrap puts around each handler.
+// in a middleware: the one wrap puts around each handler. Deferred
+// requests (server.Ctx.Defer) are counted when they end, with the status
+// their response had, and how long they were held.
 type metrics struct {
 	names []string
 	rows  []cpuRow // by CPU number
@@ -55,30 +63,57 @@ func (m *metrics) wrap(route string, h server.Handler) server.Handler {
 	}
 	i := len(m.names)
 	m.names = append(m.names, route)
+	// done is made once here, not per request: the synchronous path
+	// allocates nothing.
+	done := func(d *server.Deferred, c *server.Ctx) { m.count(i, c, d) }
 	return func(c *server.Ctx) {
 		h(c)
-		cpu := c.WorkerCPU()
-		if cpu < 0 || cpu >= len(m.rows) {
-			return
+		// A deferred request has no status yet (0): it is counted when
+		// its response is made, on the worker, with the status it had.
+		if c.Status() == 0 {
+			if d := c.Deferred(); d != nil {
+				d.OnDone(done)
+				return
+			}
 		}
-		r := &m.rows[cpu].routes[i]
-		r.requests.Add(1)
-		switch s := c.Status(); {
-		case s >= 500:
-			r.status5xx.Add(1)
-		case s >= 400:
-			r.status4xx.Add(1)
-		default:
-			r.status2xx.Add(1)
-		}
-		r.bytes.Add(uint64(c.ResponseLen()))
+		m.count(i, c, nil)
 	}
 }
 
+// count adds c's response to route i's counters of the worker's CPU; d
+// is the request's Deferred, nil when it was answered by its handler.
+func (m *metrics) count(i int, c *server.Ctx, d *server.Deferred) {
+	cpu := c.WorkerCPU()
+	if cpu < 0 || cpu >= len(m.rows) {
+		return
+	}
+	r := &m.rows[cpu].routes[i]
+	r.requests.Add(1)
+	s := c.Status()
+	if d != nil {
+		r.deferred.Add(1)
+		r.deferredNanos.Add(uint64(d.Elapsed()))
+		if s == 0 {
+			r.dropped.Add(1) // no response: no class, no bytes
+			return
+		}
+	}
+	switch {
+	case s >= 500:
+		r.status5xx.Add(1)
+	case s >= 400:
+		r.status4xx.Add(1)
+	default:
+		r.status2xx.Add(1)
+	}
+	r.bytes.Add(uint64(c.ResponseLen()))
+}
+
 var (
-	nRoutes, nRoute, nRequests = jsonenc.NewName("routes"), jsonenc.NewName("route"), jsonenc.NewName("requests")
-	n2xx, n4xx, n5xx, nBytes   = jsonenc.NewName("2xx"), jsonenc.NewName("4xx"), jsonenc.NewName("5xx"), jsonenc.NewName("bytes")
-	nVersion                   = jsonenc.NewName("catalog_version")
+	nRoutes, nRoute, nRequests  = jsonenc.NewName("routes"), jsonenc.NewName("route"), jsonenc.NewName("requests")
+	n2xx, n4xx, n5xx, nBytes    = jsonenc.NewName("2xx"), jsonenc.NewName("4xx"), jsonenc.NewName("5xx"), jsonenc.NewName("bytes")
+	nDeferred, nDropped, nDefUS = jsonenc.NewName("deferred"), jsonenc.NewName("dropped"), jsonenc.NewName("deferred_us")
+	nVersion                    = jsonenc.NewName("catalog_version")
 )
 
 // serveMetrics answers GET /v1/metrics with the sums over every CPU.
@@ -91,7 +126,7 @@ func (a *api) serveMetrics(c *server.Ctx) {
 	e.BeginArray()
 	m := a.metrics
 	for i, name := range m.names {
-		var req, s2, s4, s5, b uint64
+		var req, s2, s4, s5, b, def, drop, ns uint64
 		for cpu := range m.rows {
 			r := &m.rows[cpu].routes[i]
 			req += r.requests.Load()
@@ -99,6 +134,9 @@ func (a *api) serveMetrics(c *server.Ctx) {
 			s4 += r.status4xx.Load()
 			s5 += r.status5xx.Load()
 			b += r.bytes.Load()
+			def += r.deferred.Load()
+			drop += r.dropped.Load()
+			ns += r.deferredNanos.Load()
 		}
 		e.BeginObject()
 		e.Name(nRoute)
@@ -113,6 +151,12 @@ func (a *api) serveMetrics(c *server.Ctx) {
 		e.Uint(s5)
 		e.Name(nBytes)
 		e.Uint(b)
+		e.Name(nDeferred)
+		e.Uint(def)
+		e.Name(nDropped)
+		e.Uint(drop)
+		e.Name(nDefUS)
+		e.Uint(ns / 1000)
 		e.EndObject()
 	}
 	e.EndArray()

@@ -62,9 +62,9 @@ func newProxy(backend string, calls int, timeout time.Duration) *proxy {
 	return &proxy{backend: backend, client: &http.Client{}, calls: make(chan struct{}, calls), timeout: timeout}
 }
 
-// register adds the route to s.
-func (p *proxy) register(s *server.Server) {
-	s.HandleWith("GET", "/v1/proxy/{id}", server.RouteOptions{DeferTimeout: p.timeout}, p.serve)
+// register adds the route to s, counted by m.
+func (p *proxy) register(s *server.Server, m *metrics) {
+	s.HandleWith("GET", "/v1/proxy/{id}", server.RouteOptions{DeferTimeout: p.timeout}, m.wrap("GET /v1/proxy/{id}", p.serve))
 }
 
 // serve defers the request and hands the backend call to a goroutine.

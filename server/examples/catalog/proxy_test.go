@@ -289,6 +289,53 @@ func TestProxyServerRefuses(t *testing.T) {
 	}
 }
 
+// TestProxyMetrics: the metrics middleware counts /v1/proxy's deferred
+// requests when they end, with the status their response had (200, the
+// 502 of a failed call, the server's 504 at the deadline), their bytes
+// and how long they were held; a request whose client left is counted as
+// dropped, with no status.
+func TestProxyMetrics(t *testing.T) {
+	b := newBackend(t)
+	const deadline = 300 * time.Millisecond
+	a := newAPI(items.Generate(10, 1))
+	a.proxy = newProxy(b.URL, 4, deadline)
+	base := startWith(t, a, oneWorker(t))
+	ok := do(t, "GET", base+"/v1/proxy/42", "")
+	failed := do(t, "GET", base+"/v1/proxy/fail", "")
+	hung := do(t, "GET", base+"/v1/proxy/hang", "")
+	if ok.code != 200 || failed.code != 502 || hung.code != 504 {
+		t.Fatalf("answers %d %d %d, want 200 502 504", ok.code, failed.code, hung.code)
+	}
+	<-b.ended // the 504's call
+	for range 3 {
+		<-b.started
+	}
+	gone := rawGet(t, base, "/v1/proxy/hang")
+	<-b.started
+	gone.Close()
+	<-b.ended
+	want := routeMetrics{Route: "GET /v1/proxy/{id}", Requests: 4, OK: 1, C5: 2,
+		Len: uint64(len(ok.body) + len(failed.body) + len(hung.body)), Deferred: 4, Dropped: 1}
+	var got routeMetrics
+	for end := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		got = readMetrics(t, base).Routes[2]
+		if got.Deferred == 4 || time.Now().After(end) {
+			break
+		}
+	}
+	us := got.DeferredUS
+	got.DeferredUS = 0
+	if got != want {
+		t.Fatalf("proxy route: %+v, want %+v", got, want)
+	}
+	// The 504 alone was held for its deadline; the four for less than
+	// this test took.
+	if us < uint64(deadline/time.Microsecond) || us > 10_000_000 {
+		t.Errorf("deferred_us %d, want the %v deadline and less than 10 s", us, deadline)
+	}
+	t.Logf("%+v, deferred_us %d", got, us)
+}
+
 // TestCheckBackend: -backend must be an http(s) URL with a host.
 func TestCheckBackend(t *testing.T) {
 	for _, tc := range []struct {
