@@ -44,7 +44,7 @@ func TestProgressNeverPast100(t *testing.T) {
 	o := Options{CacheDir: cache, Log: &syncBuf{}, ProgressEvery: 20 * time.Millisecond}
 	os.MkdirAll(filepath.Dir(objectsEstimate(o)), 0o755)
 	os.WriteFile(objectsEstimate(o), []byte("2\n"), 0o644)
-	stop := startProgress(context.Background(), o, dir, time.Now())
+	stop := startProgress(context.Background(), o, dir, expectedObjects(o, dir, ""), time.Now())
 	time.Sleep(100 * time.Millisecond)
 	stop()
 	log := o.Log.(*syncBuf).String()
