@@ -717,7 +717,8 @@ func logTail(path string, n int) string {
 // the final count.
 func startProgress(ctx context.Context, o Options, dir string, est objectEstimate, start time.Time) func() int {
 	expected, estimate := est.n, est.mark()
-	writeFile(filepath.Join(dir, ".hotpath-objects-before"), strconv.Itoa(countObjects(dir)))
+	before, since := countObjects(dir), time.Now()
+	writeFile(filepath.Join(dir, ".hotpath-objects-before"), strconv.Itoa(before))
 	done := make(chan struct{})
 	finished := make(chan int)
 	go func() {
@@ -736,8 +737,12 @@ func startProgress(ctx context.Context, o Options, dir string, est objectEstimat
 					expected, estimate = n, "~"
 				}
 				pct := 100 * n / max(expected, 1)
-				fmt.Fprintf(o.Log, "kernel: %d/%s%d objects (%d%%), %s elapsed\n",
-					n, estimate, expected, min(pct, 100), time.Since(start).Round(time.Second))
+				left := ""
+				if d, ok := timeLeft(time.Since(since), n-before, expected-n, expected); ok {
+					left = fmt.Sprintf(", about %s left", d.Round(time.Minute))
+				}
+				fmt.Fprintf(o.Log, "kernel: %d/%s%d objects (%d%%), %s elapsed%s\n",
+					n, estimate, expected, min(pct, 100), time.Since(start).Round(time.Second), left)
 			}
 		}
 	}()

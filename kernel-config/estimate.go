@@ -10,11 +10,17 @@ import (
 	"time"
 )
 
-// defaultCPUPerObject is the compile cost of one object of hotpath's x86
-// configuration on Linux 6.12 with Debian 12's gcc, measured on a cold
-// build (issue 39): 2,173 CPU-seconds for 1,780 objects. It is used until a
-// build on this machine has measured its own (cpuPerObjectFile).
-const defaultCPUPerObject = 2173.0 / 1780
+// defaultCPUPerObject is the compile cost of one object of hotpath's
+// configuration on Linux 6.12 with Debian 12's gcc, used until a cold
+// build on this machine has measured its own (cpuPerObjectFile). Two cold
+// x86 builds measured it: 2,173 CPU-seconds for 1,780 objects (1.22 s
+// each, issue 39's fresh machine) and 924 for 1,841 compiled (0.50 s each,
+// issue 38's configuration on the shared 2-core machine, December 2026).
+// The machine decides, and before it has said, the geometric middle of
+// the two (0.78) is within 1.6x of both: the first build's estimate is
+// within 2x on either kind of machine, where 1.22 made the second's 2.8x
+// too long (61 min logged, 21m54s measured).
+const defaultCPUPerObject = 0.78
 
 // estimateWall is how long compiling objects should take: their CPU time
 // (cpuPerObject seconds each) spread over the cores this build gets. With
@@ -30,6 +36,18 @@ func estimateWall(objects int, cpuPerObject float64, jobs, cpus int, load float6
 		cores = min(cores, float64(cpus)*float64(jobs)/(float64(jobs)+load))
 	}
 	return time.Duration(float64(objects) * cpuPerObject / cores * float64(time.Second))
+}
+
+// timeLeft is how long the remaining objects of a build of total should
+// take at the rate this build has kept so far (done objects in elapsed):
+// the rate is measured, where the estimate before the build had to guess
+// the load. Nothing (false) before a twentieth of the objects (at least
+// 20) is done: the first objects are no rate.
+func timeLeft(elapsed time.Duration, done, remaining, total int) (time.Duration, bool) {
+	if done < max(total/20, 20) || remaining < 0 {
+		return 0, false
+	}
+	return time.Duration(float64(elapsed) * float64(remaining) / float64(done)), true
 }
 
 // loadAverage is the 1-minute load average, 0 when unreadable.
@@ -61,7 +79,7 @@ func cpuPerObject(o Options) (float64, string) {
 			return v, "measured by the last build here"
 		}
 	}
-	return defaultCPUPerObject, "a cold x86 build's"
+	return defaultCPUPerObject, "the default, between two cold x86 builds measured"
 }
 
 // logEstimate says what the build is expected to take before it starts:
