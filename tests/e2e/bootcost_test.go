@@ -22,6 +22,7 @@ var (
 	bootCost     = flag.Bool("e2e.bootcost", false, "run TestBootCost (a measurement, not a check) on this tree's default image; -e2e.baseline adds a tree to compare with")
 	baselineRoot = flag.String("e2e.baseline", "", "a hotpath source tree (e.g. `git archive` of an older commit) whose default image TestBootCost compares against (implies -e2e.bootcost)")
 	bootCostN    = flag.Int("e2e.bootcost.n", 3, "boots per image and network in TestBootCost")
+	bootCostLine = flag.String("e2e.bootcost.cmdline", "", "kernel command line words TestBootCost also boots the default image with (a second image, booted alternately with the default), e.g. quiet")
 	bootCostNets = flag.String("e2e.bootcost.nets", "netns,usernet", "TestBootCost's networks: netns (the harness's namespace, an IPv4-only DHCP server, no router advertisements) and usernet (make run's QEMU user network with restrict=on: slirp's DHCP and router advertisements, no egress)")
 )
 
@@ -47,9 +48,12 @@ var bootCostNetworks = []bootCostNet{
 // load falls on both. It is a measurement, run on request: it logs the
 // medians of ready and of each timeline phase and asserts nothing about
 // time; on the user network it checks that the IPv6 address still comes
-// from slirp's router advertisement, in the background.
+// from slirp's router advertisement, in the background. With
+// -e2e.bootcost.cmdline it also boots the default image with those
+// kernel command line words, alternately with the default.
 //
 //	go test -v -run TestBootCost -e2e.bootcost ./tests/e2e/
+//	go test -v -run TestBootCost -e2e.bootcost -e2e.bootcost.cmdline=quiet ./tests/e2e/
 //	git archive BASE | tar -x -C /tmp/base
 //	go test -v -run TestBootCost -e2e.baseline=/tmp/base ./tests/e2e/
 func TestBootCost(t *testing.T) {
@@ -80,12 +84,17 @@ func TestBootCost(t *testing.T) {
 		disks["baseline"] = base.Disk
 		images = []string{"baseline", "this tree"}
 	}
+	if *bootCostLine != "" {
+		name := "with " + *bootCostLine
+		disks[name] = buildWith(t, image.Options{Cmdline: *bootCostLine}).Disk
+		images = append(images, name)
+	}
 	costs := map[string]*bootCosts{}
 	for i := range *bootCostN {
 		for _, n := range nets {
 			for _, name := range images {
 				key := name + " on " + n.name
-				t.Run(fmt.Sprintf("%s-%s-%d", strings.ReplaceAll(name, " ", "-"), n.name, i), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s-%s-%d", strings.Join(strings.Fields(name), "-"), n.name, i), func(t *testing.T) {
 					b := n.boot(t, disks[name])
 					if costs[key] == nil {
 						costs[key] = &bootCosts{}
