@@ -569,7 +569,7 @@ func writeBuildConfig(ctx context.Context, o Options, c *Configured, r *Result, 
 func compile(ctx context.Context, o Options, c *Configured, r *Result, reqs []Requirement, start time.Time) error {
 	fmt.Fprintf(o.Log, "kernel: building Linux %s %s %s in %s (-j%d, log %s)\n", c.Source.Version, c.Target.Name, c.Target.MakeTarget, r.BuildDir, o.Jobs, r.LogFile)
 	est := expectedObjects(o, r.BuildDir, c.Source.Tree)
-	logEstimate(o, est)
+	logEstimate(o, est, countObjects(r.BuildDir))
 	stop := startProgress(ctx, o, r.BuildDir, est, start)
 	cpu, err := runMakeCPU(ctx, c.Target, c.Source.Tree, r.BuildDir, r.LogFile, o.Jobs, reproducibleEnv, c.Target.MakeTarget)
 	objects := stop()

@@ -84,13 +84,24 @@ func cpuPerObject(o Options) (float64, string) {
 
 // logEstimate says what the build is expected to take before it starts:
 // the object count (exact when this configuration was built before) and
-// the time.
-func logEstimate(o Options, est objectEstimate) {
+// the time. have is how many objects the build tree holds already.
+func logEstimate(o Options, est objectEstimate, have int) {
 	per, from := cpuPerObject(o)
-	load := loadAverage()
-	wall := estimateWall(est.n, per, o.Jobs, runtime.NumCPU(), load)
-	fmt.Fprintf(o.Log, "kernel: expecting %s%d objects (%s), about %s at -j%d on %d CPUs with load %.1f (%.2f CPU-s per object, %s)\n",
-		est.mark(), est.n, est.from, wall.Round(time.Minute), o.Jobs, runtime.NumCPU(), load, per, from)
+	fmt.Fprintln(o.Log, estimateLine(est, have, per, from, o.Jobs, runtime.NumCPU(), loadAverage()))
+}
+
+// estimateLine is logEstimate's line. The time is the objects still to
+// compile's (est.n less have): a tree built before relinks, which takes
+// well under a minute, where its whole count would have said 20.
+func estimateLine(est objectEstimate, have int, per float64, from string, jobs, cpus int, load float64) string {
+	todo := max(est.n-have, 0)
+	wall := estimateWall(todo, per, jobs, cpus, load)
+	about := "under a minute"
+	if wall >= time.Minute {
+		about = "about " + wall.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("kernel: expecting %s%d objects (%s), %s%d to compile: %s at -j%d on %d CPUs with load %.1f (%.2f CPU-s per object, %s)",
+		est.mark(), est.n, est.from, est.mark(), todo, about, jobs, cpus, load, per, from)
 }
 
 // objectEstimate is the object count progress is measured against.

@@ -82,3 +82,17 @@ func TestTimeLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateLine: a cold build's line gives the time of all its
+// objects; a tree built before (a relink: every object there) says under
+// a minute, not the whole count's time.
+func TestEstimateLine(t *testing.T) {
+	cold := estimateLine(objectEstimate{1856, false, "the configured tree"}, 9, 0.5, "measured", 2, 2, 0)
+	if want := "kernel: expecting ~1856 objects (the configured tree), ~1847 to compile: about 8m0s at -j2 on 2 CPUs with load 0.0 (0.50 CPU-s per object, measured)"; cold != want {
+		t.Errorf("cold build:\n%s\nwant\n%s", cold, want)
+	}
+	relink := estimateLine(objectEstimate{1780, true, "this configuration's last build"}, 1780, 0.5, "measured", 2, 2, 3.5)
+	if !strings.Contains(relink, "expecting 1780 objects (this configuration's last build), 0 to compile: under a minute") {
+		t.Errorf("relink: %s", relink)
+	}
+}
