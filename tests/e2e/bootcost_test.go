@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -58,9 +59,10 @@ var bootCostNetworks = []bootCostNet{
 //	go test -v -run TestBootCost -e2e.baseline=/tmp/base ./tests/e2e/
 func TestBootCost(t *testing.T) {
 	if !*bootCost && *baselineRoot == "" {
-		// Not a check: 2n boots (4n with a baseline, ~1 min each under
-		// TCG) to log timings, so make test leaves it out and testsum
-		// lists it as skipped.
+		// Not a check: 2n boots per image (6-10 s each under TCG on a
+		// quiet 2-core machine, a minute on a loaded one) to log
+		// timings, so make test leaves it out and testsum lists it as
+		// skipped.
 		t.Skip("a measurement run on request, not a check: give -e2e.bootcost (and -e2e.baseline=DIR to compare with another tree)")
 	}
 	requireE2E(t)
@@ -139,7 +141,7 @@ func bootUserNet(t *testing.T, disk string) *booted {
 	t.Cleanup(func() {
 		v.Close()
 		if t.Failed() {
-			t.Logf("console log: %s\n--- console tail ---\n%s\n--- qemu stderr ---\n%s", v.Dir+"/console.log", v.Console.Tail(60), v.Stderr())
+			t.Logf("console log: %s\n--- console tail ---\n%s\n--- qemu stderr ---\n%s", filepath.Join(v.Dir, "console.log"), v.Console.Tail(60), v.Stderr())
 		}
 	})
 	rep, err := v.Console.WaitReport(ctx)
