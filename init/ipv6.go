@@ -47,7 +47,7 @@ func ipv6Steps(m *machine) []boot.Step {
 // its link-local address has passed duplicate address detection, which
 // starts up to rtr_solicit_delay (1 s) after link-up and takes 1 s, so
 // 1-2 s after link-up, and the step starts some 100 ms after link-up.
-// Measured: on make run's network one boot in seven skipped IPv6 ("no
+// Measured: on make run's network one boot in nine skipped IPv6 ("no
 // router advertisement within 2s", TestBootCost's usernet boots). The
 // wait still ends 1 s after the kernel's solicitation (netconf6.WaitRA),
 // so an IPv4-only subnet ends it 2-3 s after link-up, in the background.
