@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/netconf6"
 	"github.com/hotpath-dev/hotpath/init/nic"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/e2e"
@@ -143,6 +144,33 @@ func TestIPv6StepsOffTheCriticalPath(t *testing.T) {
 		if !tc.background && m.netDeadline.IsZero() {
 			t.Errorf("%v: the foreground IPv6 step has no network deadline", tc.set)
 		}
+	}
+}
+
+// TestBackgroundRAWait: in the background the IPv6 step waits at least
+// backgroundRAWait for a router advertisement (a router that answers the
+// kernel's late solicitation is not missed); a longer net.ipv6_ra_wait
+// stays; in the foreground (net.mode=off) the configured wait bounds the
+// boot.
+func TestBackgroundRAWait(t *testing.T) {
+	for _, tc := range []struct {
+		wait, want time.Duration
+	}{
+		{2 * time.Second, backgroundRAWait},
+		{10 * time.Second, 10 * time.Second},
+	} {
+		o := backgroundIPv6(netconf6.Options{RAWait: tc.wait, DHCPRetries: 5})
+		if o.RAWait != tc.want || o.DHCPRetries != 0 {
+			t.Errorf("net.ipv6_ra_wait %v in the background: wait %v, retries %d; want %v, 0 (until a server answers)", tc.wait, o.RAWait, o.DHCPRetries, tc.want)
+		}
+	}
+	if backgroundRAWait < 3*time.Second {
+		t.Errorf("backgroundRAWait %v: the kernel solicits up to 2 s after link-up, and a router may take 0.5 s to answer", backgroundRAWait)
+	}
+	m, _ := testMachine(t, fakeSys(t, "0-1", "0-1"), map[string]string{"net.mode": "off", "net.ipv6": "auto"})
+	m.link = &nic.Link{Name: "eth0"}
+	if o := ipv6Options(m); o.RAWait != 2*time.Second {
+		t.Errorf("foreground IPv6 (net.mode=off): wait %v, want net.ipv6_ra_wait's 2s", o.RAWait)
 	}
 }
 

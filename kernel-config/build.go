@@ -568,8 +568,9 @@ func writeBuildConfig(ctx context.Context, o Options, c *Configured, r *Result, 
 // policy is never handed out.
 func compile(ctx context.Context, o Options, c *Configured, r *Result, reqs []Requirement, start time.Time) error {
 	fmt.Fprintf(o.Log, "kernel: building Linux %s %s %s in %s (-j%d, log %s)\n", c.Source.Version, c.Target.Name, c.Target.MakeTarget, r.BuildDir, o.Jobs, r.LogFile)
-	logEstimate(o, r.BuildDir)
-	stop := startProgress(ctx, o, r.BuildDir, start)
+	est := expectedObjects(o, r.BuildDir, c.Source.Tree)
+	logEstimate(o, est, countObjects(r.BuildDir))
+	stop := startProgress(ctx, o, r.BuildDir, est, start)
 	cpu, err := runMakeCPU(ctx, c.Target, c.Source.Tree, r.BuildDir, r.LogFile, o.Jobs, reproducibleEnv, c.Target.MakeTarget)
 	objects := stop()
 	if err != nil {
@@ -711,17 +712,13 @@ func logTail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ") + "\n"
 }
 
-// startProgress reports objects built of objects expected and the elapsed
-// time every o.ProgressEvery. The expected count is this tree's count from
-// its last build, else the last count of any build, else an estimate. It
-// returns a stop function giving the final count.
-func startProgress(ctx context.Context, o Options, dir string, start time.Time) func() int {
-	expected, exact := expectedObjects(o, dir)
-	estimate := ""
-	if !exact {
-		estimate = "~"
-	}
-	writeFile(filepath.Join(dir, ".hotpath-objects-before"), strconv.Itoa(countObjects(dir)))
+// startProgress reports objects built of objects expected (est) and the
+// elapsed time every o.ProgressEvery. It returns a stop function giving
+// the final count.
+func startProgress(ctx context.Context, o Options, dir string, est objectEstimate, start time.Time) func() int {
+	expected, estimate := est.n, est.mark()
+	before, since := countObjects(dir), time.Now()
+	writeFile(filepath.Join(dir, ".hotpath-objects-before"), strconv.Itoa(before))
 	done := make(chan struct{})
 	finished := make(chan int)
 	go func() {
@@ -740,8 +737,12 @@ func startProgress(ctx context.Context, o Options, dir string, start time.Time) 
 					expected, estimate = n, "~"
 				}
 				pct := 100 * n / max(expected, 1)
-				fmt.Fprintf(o.Log, "kernel: %d/%s%d objects (%d%%), %s elapsed\n",
-					n, estimate, expected, min(pct, 100), time.Since(start).Round(time.Second))
+				left := ""
+				if d, ok := timeLeft(time.Since(since), n-before, expected-n, expected); ok {
+					left = fmt.Sprintf(", about %s left", d.Round(time.Minute))
+				}
+				fmt.Fprintf(o.Log, "kernel: %d/%s%d objects (%d%%), %s elapsed%s\n",
+					n, estimate, expected, min(pct, 100), time.Since(start).Round(time.Second), left)
 			}
 		}
 	}()

@@ -9,22 +9,30 @@ import (
 	"time"
 )
 
-// TestEstimateWall: the estimate against issue 39's cold x86 build
-// (1,780 objects, 2,173 CPU-seconds; 18 min of 2 quiet cores, 47 min on a
-// machine loaded with about 4 other tasks) is within 2x both ways.
+// TestEstimateWall: the estimate before any build here (the default cost
+// per object) against the cold x86 builds measured, within 2x both ways:
+// issue 39's (1,780 objects, 2,173 CPU-seconds: 18 min of 2 quiet cores,
+// 47 min on a machine loaded with about 4 other tasks) and issue 38's
+// (1,850 objects, 924 CPU-seconds, 21m54s at -j2 on 2 cores, load 4.8
+// when it started); and once the build has measured its cost, the next
+// estimate from it.
 func TestEstimateWall(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
+		objects  int
+		perObj   float64
 		jobs     int
 		cpus     int
 		load     float64
 		measured time.Duration
 	}{
-		{"quiet 2 cores", 2, 2, 0, 18 * time.Minute},
-		{"loaded 2 cores", 2, 2, 4, 47 * time.Minute},
-		{"-j8 on 2 cores", 8, 2, 0, 18 * time.Minute},
+		{"issue 39, quiet 2 cores", 1780, defaultCPUPerObject, 2, 2, 0, 18 * time.Minute},
+		{"issue 39, loaded 2 cores", 1780, defaultCPUPerObject, 2, 2, 4, 47 * time.Minute},
+		{"issue 39, -j8 on 2 cores", 1780, defaultCPUPerObject, 8, 2, 0, 18 * time.Minute},
+		{"issue 38, load 4.8 at the start", 1850, defaultCPUPerObject, 2, 2, 4.8, 21*time.Minute + 54*time.Second},
+		{"issue 38, from its own measured cost", 1850, 924.0 / 1841, 2, 2, 4.8, 21*time.Minute + 54*time.Second},
 	} {
-		got := estimateWall(1780, defaultCPUPerObject, tc.jobs, tc.cpus, tc.load)
+		got := estimateWall(tc.objects, tc.perObj, tc.jobs, tc.cpus, tc.load)
 		if got < tc.measured/2 || got > tc.measured*2 {
 			t.Errorf("%s: estimate %v, measured %v: not within 2x", tc.name, got.Round(time.Second), tc.measured)
 		}
@@ -44,11 +52,47 @@ func TestProgressNeverPast100(t *testing.T) {
 	o := Options{CacheDir: cache, Log: &syncBuf{}, ProgressEvery: 20 * time.Millisecond}
 	os.MkdirAll(filepath.Dir(objectsEstimate(o)), 0o755)
 	os.WriteFile(objectsEstimate(o), []byte("2\n"), 0o644)
-	stop := startProgress(context.Background(), o, dir, time.Now())
+	stop := startProgress(context.Background(), o, dir, expectedObjects(o, dir, ""), time.Now())
 	time.Sleep(100 * time.Millisecond)
 	stop()
 	log := o.Log.(*syncBuf).String()
 	if !strings.Contains(log, "kernel: 3/~3 objects (100%),") || strings.Contains(log, "150%") {
 		t.Errorf("progress past the estimate: %q", log)
+	}
+}
+
+// TestTimeLeft: the rest at the rate so far, and nothing before the rate
+// is one.
+func TestTimeLeft(t *testing.T) {
+	for _, tc := range []struct {
+		elapsed              time.Duration
+		done, remaining, all int
+		want                 time.Duration
+		ok                   bool
+	}{
+		{10 * time.Minute, 900, 900, 1800, 10 * time.Minute, true},
+		{10 * time.Minute, 600, 1200, 1800, 20 * time.Minute, true},
+		{time.Minute, 89, 1711, 1800, 0, false}, // under a twentieth
+		{time.Minute, 19, 1, 20, 0, false},      // under 20
+		{time.Minute, 20, 0, 20, 0, true},       // done
+	} {
+		got, ok := timeLeft(tc.elapsed, tc.done, tc.remaining, tc.all)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("timeLeft(%v, %d, %d, %d) = %v, %v; want %v, %v", tc.elapsed, tc.done, tc.remaining, tc.all, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestEstimateLine: a cold build's line gives the time of all its
+// objects; a tree built before (a relink: every object there) says under
+// a minute, not the whole count's time.
+func TestEstimateLine(t *testing.T) {
+	cold := estimateLine(objectEstimate{1856, false, "the configured tree"}, 9, 0.5, "measured", 2, 2, 0)
+	if want := "kernel: expecting ~1856 objects (the configured tree), ~1847 to compile: about 8m0s at -j2 on 2 CPUs with load 0.0 (0.50 CPU-s per object, measured)"; cold != want {
+		t.Errorf("cold build:\n%s\nwant\n%s", cold, want)
+	}
+	relink := estimateLine(objectEstimate{1780, true, "this configuration's last build"}, 1780, 0.5, "measured", 2, 2, 3.5)
+	if !strings.Contains(relink, "expecting 1780 objects (this configuration's last build), 0 to compile: under a minute") {
+		t.Errorf("relink: %s", relink)
 	}
 }

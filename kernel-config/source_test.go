@@ -259,7 +259,7 @@ func TestProgress(t *testing.T) {
 	}
 	var log syncBuf
 	o := Options{CacheDir: cache, Log: &log, ProgressEvery: 20 * time.Millisecond}
-	stop := startProgress(context.Background(), o, dir, time.Now())
+	stop := startProgress(context.Background(), o, dir, expectedObjects(o, dir, ""), time.Now())
 	time.Sleep(100 * time.Millisecond)
 	if n := stop(); n != 2 {
 		t.Errorf("final count %d, want 2", n)
@@ -270,7 +270,7 @@ func TestProgress(t *testing.T) {
 	// With the count of an earlier build of this tree, the estimate is exact.
 	os.WriteFile(filepath.Join(dir, ".hotpath-objects"), []byte("4\n"), 0o644)
 	log = syncBuf{}
-	stop = startProgress(context.Background(), o, dir, time.Now())
+	stop = startProgress(context.Background(), o, dir, expectedObjects(o, dir, ""), time.Now())
 	time.Sleep(100 * time.Millisecond)
 	stop()
 	if !strings.Contains(log.String(), "kernel: 2/4 objects (50%),") {

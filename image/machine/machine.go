@@ -13,6 +13,15 @@ import (
 	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
 )
 
+// UserNetIPv6 is the IPv6 network of QEMU's user network (slirp) as
+// `hotpath-image run` and the tests that boot on it start it (-netdev
+// user,ipv6-net=): a unique local prefix (RFC 4193), which slirp's router
+// advertisements give without the managed flag (the guest takes its
+// address by SLAAC). Slirp's own default, fec0::/64, is site-local,
+// deprecated by RFC 3879: the init refuses such an on-link prefix
+// (init/netconf6), and its net-ipv6 step failed on it.
+const UserNetIPv6 = "fd68:7074:6800::/64"
+
 // Machine is one architecture's instance, and how QEMU emulates it.
 type Machine struct {
 	Arch string // GOARCH

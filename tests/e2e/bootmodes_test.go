@@ -18,6 +18,7 @@ import (
 	"github.com/hotpath-dev/hotpath/image/disk"
 	"github.com/hotpath-dev/hotpath/image/netboot"
 	"github.com/hotpath-dev/hotpath/init/config"
+	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
 
@@ -224,10 +225,22 @@ func bootNet(t *testing.T, ns *vm.Netns, un *vm.UserNet, cpus int, what string, 
 }
 
 // checkNetBooted checks an appliance booted from the network, from
-// outside: the report, /json, the policy, and a clean power-off.
+// outside: the report, /json, the policy, the IPv6 address slirp's router
+// advertisement gives (the make run network's), and a clean power-off.
 func checkNetBooted(t *testing.T, b *booted) {
 	rep, cpus := b.rep, b.cpus
 	t.Run("report", func(t *testing.T) { reportErrs(t, CheckReport(rep, cpus)) })
+	t.Run("ipv6", func(t *testing.T) {
+		// In the background (IPv4 is on): the workload did not wait.
+		if s := stepsOf(rep)["net-ipv6"]; s.Status != report.Background {
+			t.Errorf("net-ipv6 in the report: %+v, want background", s)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := checkSLAAC(waitStepDone(ctx, t, b, "net-ipv6"), vm.UserNetPrefix6); err != nil {
+			t.Error(err)
+		}
+	})
 	t.Run("http", func(t *testing.T) { checkHTTP(t, b) })
 	t.Run("policy", func(t *testing.T) { reportErrs(t, CheckPolicy(&rep.Facts)) })
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })

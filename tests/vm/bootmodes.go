@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hotpath-dev/hotpath/image/machine"
 )
 
 // UserNet is a NIC on QEMU's user networking (slirp). Its DHCP server
@@ -24,34 +26,50 @@ type UserNet struct {
 	TFTPDir string
 	// HostFwd are QEMU hostfwd rules, e.g. "tcp:127.0.0.1:8080-:8080".
 	HostFwd []string
+	// Restrict isolates the guest (restrict=on): libslirp drops every
+	// packet the guest sends past its own services, so nothing leaves the
+	// host (NTP, metadata or DNS queries included), while its DHCP server
+	// (udp_input answers BOOTP before the restricted check), its router
+	// advertisements (a timer and an answer to solicitations) and HostFwd
+	// still work: `make run`'s network minus the egress.
+	Restrict bool
 }
 
 // UserNetGuestAddr is the address slirp's DHCP server gives the guest;
 // UserNetHostAddr is the host as the guest sees it.
+// UserNetPrefix6 is the IPv6 prefix slirp's router advertisements give,
+// without the managed flag (the guest takes its address by SLAAC): the
+// one `hotpath-image run` sets, machine.UserNetIPv6.
 const (
 	UserNetGuestAddr = "10.0.2.15"
 	UserNetHostAddr  = "10.0.2.2"
+	UserNetPrefix6   = machine.UserNetIPv6
 )
 
 // args are the -netdev and -device arguments. The NIC has no option ROM
 // (romfile=): OVMF's own virtio-net driver and network stack do the HTTP
-// boot, as a server's firmware would with its own NIC driver. bootindex
-// makes it the first boot option.
+// boot, as a server's firmware would with its own NIC driver. With a boot
+// file, bootindex makes it the first boot option.
 func (u *UserNet) args() []string {
-	nd := "user,id=net0"
+	nd := "user,id=net0,ipv6-net=" + UserNetPrefix6
 	if u.TFTPDir != "" {
 		nd += ",tftp=" + u.TFTPDir
 	}
 	if u.BootFile != "" {
 		nd += ",bootfile=" + u.BootFile
 	}
+	if u.Restrict {
+		nd += ",restrict=on"
+	}
 	for _, f := range u.HostFwd {
 		nd += ",hostfwd=" + f
 	}
-	args := []string{
-		"-netdev", nd,
-		"-device", fmt.Sprintf("virtio-net-pci,netdev=net0,mac=%s,romfile=,bootindex=0", GuestMAC),
+	nic := fmt.Sprintf("virtio-net-pci,netdev=net0,mac=%s,romfile=", GuestMAC)
+	if u.BootFile != "" {
+		// A disk booted beside this NIC has bootindex 0 itself.
+		nic += ",bootindex=0"
 	}
+	args := []string{"-netdev", nd, "-device", nic}
 	if strings.HasPrefix(u.BootFile, "http://") || strings.HasPrefix(u.BootFile, "https://") {
 		// OVMF tries its PXEv4 and PXEv6 boot options before HTTPv4 (a
 		// TFTP error, then a wait for DHCPv6 offers that never come);

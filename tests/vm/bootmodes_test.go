@@ -25,13 +25,16 @@ func TestArgsBootModes(t *testing.T) {
 		{"bios disk", Config{Disk: "d.img", Firmware: "bios"},
 			[]string{"file=d.img", "virtio-blk-pci"}, []string{"if=pflash"}},
 		{"http boot", Config{UserNet: &UserNet{BootFile: "http://10.0.2.2:8000/x.efi", HostFwd: []string{"tcp:127.0.0.1:8080-:8080"}}},
-			[]string{"if=pflash", "user,id=net0,bootfile=http://10.0.2.2:8000/x.efi,hostfwd=tcp:127.0.0.1:8080-:8080", "bootindex=0",
+			[]string{"if=pflash", "user,id=net0,ipv6-net=" + UserNetPrefix6 + ",bootfile=http://10.0.2.2:8000/x.efi,hostfwd=tcp:127.0.0.1:8080-:8080", "bootindex=0",
 				"name=opt/org.tianocore/IPv4PXESupport,string=n"},
 			[]string{"virtio-blk-pci", "-kernel", "tap,"}},
 		{"pxe", Config{UserNet: &UserNet{TFTPDir: tftp, BootFile: "BOOTX64.EFI"}},
-			[]string{"if=pflash", "user,id=net0,tftp=" + tftp + ",bootfile=BOOTX64.EFI", "bootindex=0",
+			[]string{"if=pflash", "user,id=net0,ipv6-net=" + UserNetPrefix6 + ",tftp=" + tftp + ",bootfile=BOOTX64.EFI", "bootindex=0",
 				"name=opt/org.tianocore/IPv6PXESupport,string=n"},
 			[]string{"virtio-blk-pci", "-kernel", "IPv4PXESupport"}},
+		{"make run's network without egress", Config{Disk: "d.img", UserNet: &UserNet{Restrict: true, HostFwd: []string{"tcp:127.0.0.1:8080-:8080"}}},
+			[]string{"file=d.img", "user,id=net0,ipv6-net=" + UserNetPrefix6 + ",restrict=on,hostfwd=tcp:127.0.0.1:8080-:8080"},
+			[]string{"bootfile=", "tap,", "romfile=,bootindex=0"}},
 	} {
 		tc.cfg.CPUs, tc.cfg.MemoryMB, tc.cfg.Accel = 1, 256, "tcg"
 		if err := tc.cfg.checkBootMode(); err != nil {
@@ -70,7 +73,7 @@ func TestCheckBootModeRefuses(t *testing.T) {
 			t.Errorf("%s: accepted", tc.name)
 		}
 	}
-	if !slices.Contains((&UserNet{}).args(), "user,id=net0") {
+	if !slices.Contains((&UserNet{}).args(), "user,id=net0,ipv6-net="+UserNetPrefix6) {
 		t.Error("a UserNet without boot file or forwards is not plain user networking")
 	}
 }

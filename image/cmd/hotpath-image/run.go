@@ -100,8 +100,9 @@ func qemuArgs(v vm) []string {
 		"-drive", "if=none,id=disk0,format=raw,readonly=on,file="+v.Disk,
 		"-device", "virtio-blk-pci,drive=disk0,bootindex=1",
 		// User networking: no privileges, no host interfaces; the forwards
-		// listen on loopback only. romfile= skips the PXE option ROM.
-		"-netdev", "user,id=net0,"+v.hostfwd(),
+		// listen on loopback only; an IPv6 prefix the init takes (see
+		// machine.UserNetIPv6). romfile= skips the PXE option ROM.
+		"-netdev", "user,id=net0,ipv6-net="+machine.UserNetIPv6+","+v.hostfwd(),
 		"-device", "virtio-net-pci,netdev=net0,romfile=",
 		// Serial console and QEMU monitor multiplexed on stdio (Ctrl-A C
 		// switches, Ctrl-A X quits).

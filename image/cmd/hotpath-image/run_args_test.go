@@ -34,8 +34,8 @@ func TestQEMUArgsForwards(t *testing.T) {
 		mgmtHost int
 		want     string
 	}{
-		{"both", 19100, "user,id=net0,hostfwd=tcp:127.0.0.1:18080-:8080,hostfwd=tcp:127.0.0.1:19100-:9100"},
-		{"management off", 0, "user,id=net0,hostfwd=tcp:127.0.0.1:18080-:8080"},
+		{"both", 19100, "user,id=net0,ipv6-net=fd68:7074:6800::/64,hostfwd=tcp:127.0.0.1:18080-:8080,hostfwd=tcp:127.0.0.1:19100-:9100"},
+		{"management off", 0, "user,id=net0,ipv6-net=fd68:7074:6800::/64,hostfwd=tcp:127.0.0.1:18080-:8080"},
 	} {
 		v := vm{Machine: m, Accel: "tcg", CPUs: 2, MemoryMiB: 512, HostAddr: "127.0.0.1",
 			HostPort: 18080, GuestPort: 8080, MgmtHostPort: tc.mgmtHost, MgmtGuestPort: 9100}
@@ -99,7 +99,7 @@ func TestRunForwardsManagementPort(t *testing.T) {
 	if d.WorkloadPort != 8080 || d.MgmtPort != 9100 {
 		t.Fatalf("the init's defaults changed (%d, %d): update this test and the README", d.WorkloadPort, d.MgmtPort)
 	}
-	want := "user,id=net0,hostfwd=tcp:127.0.0.1:8080-:8080,hostfwd=tcp:127.0.0.1:9100-:9100"
+	want := "user,id=net0,ipv6-net=fd68:7074:6800::/64,hostfwd=tcp:127.0.0.1:8080-:8080,hostfwd=tcp:127.0.0.1:9100-:9100"
 	if got := netdev(t, strings.Split(strings.TrimSpace(string(b)), "\n")); got != want {
 		t.Errorf("-netdev %s, want %s", got, want)
 	}
