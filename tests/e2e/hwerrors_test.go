@@ -3,9 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
