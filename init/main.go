@@ -153,6 +153,7 @@ func run(con *console.Console, requests chan request, started float64) {
 		con.Logf("not PID 1 (pid %d): no mounts, no power off", os.Getpid())
 	}
 	con.Logf("starting, kernel uptime %d ms", bootMillis())
+	m.hwErrors = openHardwareErrors(con, devRoot)
 	rng := watchCRNG(con)
 
 	// Configuration: the baked file, then the kernel command line (so
@@ -162,6 +163,7 @@ func run(con *console.Console, requests chan request, started float64) {
 	m.cfg, unknown, layers = loadConfig(con, config.Path, procRoot+"/cmdline")
 	m.inst = newInstance(layers)
 	m.obs = startObserver(con, m.cfg, m.resultsNow())
+	m.obs.hwErrors = m.hwErrors
 	m.obs.setTimeline(m.timelineNow)
 	m.boot()
 

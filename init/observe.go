@@ -15,6 +15,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
+	"github.com/hotpath-dev/hotpath/init/kernlog"
 	"github.com/hotpath-dev/hotpath/init/logship"
 	"github.com/hotpath-dev/hotpath/init/metrics"
 	"github.com/hotpath-dev/hotpath/init/mgmt"
@@ -34,6 +35,7 @@ type observer struct {
 	ship *logship.Shipper // nil without log.remote
 
 	sup      atomic.Pointer[supervise.Supervisor] // set once the workload is started
+	hwErrors *kernlog.Counter                     // run (main.go); nil leaves the hardware-error metrics out
 	hostname atomic.Pointer[string]
 
 	// timeline is the boot's timeline as it stands (machine.timelineNow);
@@ -317,6 +319,12 @@ func (o *observer) metricsOptions(link *nic.Link, et nic.Ethtool) metrics.Option
 		Timeline: o.timeline,
 		Timex:    metrics.Adjtimex,
 		Logf:     o.con.Logf,
+	}
+	if o.hwErrors != nil {
+		mo.HardwareErrors = func() (kernlog.Snapshot, error) {
+			err := o.hwErrors.Scan()
+			return o.hwErrors.Snapshot(), err
+		}
 	}
 	mo.PreviousBoot = func() *report.PreviousBoot {
 		o.mu.Lock()

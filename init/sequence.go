@@ -16,6 +16,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
+	"github.com/hotpath-dev/hotpath/init/kernlog"
 	"github.com/hotpath-dev/hotpath/init/napi"
 	"github.com/hotpath-dev/hotpath/init/netconf"
 	"github.com/hotpath-dev/hotpath/init/nic"
@@ -90,6 +91,9 @@ type machine struct {
 	dhcp     *netconf.DHCPOptions // networkSteps, in DHCP mode (for the retry after boot)
 	previous *report.PreviousBoot // step previous-boot; nil when pstore could not be read
 	numa     *report.NUMA         // step numa-locality; nil without a NIC
+	// hwErrors counts the hardware errors in the kernel log (run, after the
+	// mounts); nil when /dev/kmsg could not be opened, and in tests.
+	hwErrors *kernlog.Counter
 
 	// netDeadline is when the boot's network steps give up together
 	// (networkDeadline: net.deadline after the first of them).

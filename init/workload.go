@@ -134,6 +134,7 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 	rep.Facts.Cmdline = m.cfg.RedactCmdline(rep.Facts.Cmdline)
 	rep.CRNG = rng.report()
 	rep.PreviousBoot, rep.NUMA = m.previous, m.numa
+	rep.HardwareErrors = m.hardwareErrors()
 	m.inst.fill(rep)
 	m.obs.report(*rep)
 	m.con.Report(*rep)

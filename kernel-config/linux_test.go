@@ -95,6 +95,12 @@ func testConfigure(t *testing.T, source, version string) {
 		"CONFIG_NUMA=y", "CONFIG_X86_PAT=y",
 		"CONFIG_EFI_STUB=y", "CONFIG_ACPI_BUTTON=y", "CONFIG_SERIAL_8250_CONSOLE=y", "CONFIG_NET_RX_BUSY_POLL=y",
 		"CONFIG_RPS=y", "CONFIG_XPS=y", `CONFIG_DEFAULT_TCP_CONG="reno"`, `CONFIG_CMDLINE="console=ttyS0,115200n8 mitigations=off no_timer_check panic=10 panic_on_oops=1"`,
+		// What real servers need that QEMU hides (README, bare metal).
+		"CONFIG_TIGON3=y", "CONFIG_R8169=y", "CONFIG_X86_MCE=y", "CONFIG_X86_MCE_INTEL=y", "CONFIG_X86_MCE_AMD=y",
+		"CONFIG_MEMORY_FAILURE=y", "CONFIG_ACPI_APEI_GHES=y", "CONFIG_ACPI_APEI_PCIEAER=y", "CONFIG_PCIEAER=y",
+		"CONFIG_SPARSEMEM_VMEMMAP=y", "CONFIG_INTEL_IOMMU=y", "CONFIG_AMD_IOMMU=y", "CONFIG_IRQ_REMAP=y",
+		"CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y", "CONFIG_HOTPLUG_PCI_PCIE=y", "CONFIG_HOTPLUG_PCI_ACPI=y",
+		"CONFIG_FW_LOADER_COMPRESS_XZ=y", "CONFIG_FW_LOADER_COMPRESS_ZSTD=y",
 	} {
 		if !strings.Contains(c.Config, "\n"+line+"\n") {
 			t.Errorf(".config lacks %q", line)

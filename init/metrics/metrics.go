@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hotpath-dev/hotpath/init/kernlog"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/mdlayher/genetlink"
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +64,9 @@ type Options struct {
 	// PreviousBoot is what a crash of the boot before left in pstore
 	// (previousboot.go); nil, or a nil result, leaves its metrics out.
 	PreviousBoot func() *report.PreviousBoot
+	// HardwareErrors reads the kernel log's hardware-error counts up to now
+	// (kernlog); nil leaves hotpath_hardware_errors_total out.
+	HardwareErrors func() (kernlog.Snapshot, error)
 	// Logf receives a collector's error when it differs from that
 	// collector's previous outcome (not on every scrape); nil discards.
 	Logf func(format string, args ...any)
@@ -113,6 +117,9 @@ func NewRegistry(o Options) *prometheus.Registry {
 	}
 	if o.PreviousBoot != nil {
 		add("previous_boot", &previousBoot{read: o.PreviousBoot})
+	}
+	if o.HardwareErrors != nil {
+		add("hardware_errors", &hwErrors{read: o.HardwareErrors})
 	}
 	return reg
 }

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hotpath-dev/hotpath/init/kernlog"
 )
 
 // Line prefixes. Each line is the prefix followed by one JSON object.
@@ -88,6 +90,11 @@ type Report struct {
 	// PreviousBoot is what a crash of the boot before left (nitro.go);
 	// nil when pstore could not be read.
 	PreviousBoot *PreviousBoot `json:"previous_boot,omitempty"`
+	// HardwareErrors counts the hardware errors the kernel logged during
+	// this boot so far (machine checks, APEI GHES records, PCIe AER, memory
+	// failures), with the last ones; nil when the kernel log could not be
+	// read. /metrics has the live counts.
+	HardwareErrors *kernlog.Snapshot `json:"hardware_errors,omitempty"`
 	// NUMA is the NUMA topology and the NIC's node (nitro.go); nil
 	// without a NIC.
 	NUMA *NUMA `json:"numa,omitempty"`
@@ -114,6 +121,12 @@ func (r Report) Compacted() Report {
 	c.Config = nil
 	c.Facts = Facts{}
 	c.Timeline = nil // ~60 bytes a phase: the first report and /metrics have it
+	if he := r.HardwareErrors; he != nil && len(he.Last) > 1 {
+		// The counts and the latest line; the first report has the others.
+		h := *he
+		h.Last = h.Last[len(h.Last)-1:]
+		c.HardwareErrors = &h
+	}
 	c.Steps = make([]Step, len(r.Steps))
 	for i, s := range r.Steps {
 		s.Detail = nil

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hotpath-dev/hotpath/init/kernlog"
 	"github.com/hotpath-dev/hotpath/init/report"
 	kernelconfig "github.com/hotpath-dev/hotpath/kernel-config"
 )
@@ -36,6 +37,33 @@ var requiredSysctls = map[string]string{
 	"net.core.busy_read":              "",
 	"net.core.default_qdisc":          "noqueue",
 	"net.ipv4.tcp_congestion_control": "reno",
+}
+
+// CheckHardwareErrors checks that the init read the kernel log for
+// hardware errors (every source counted) and that there were none: a
+// QEMU guest has no hardware to fail, so one here is a bug in the
+// counting or an injected error the test did not expect.
+func CheckHardwareErrors(r *report.Report) []error {
+	h := r.HardwareErrors
+	if h == nil {
+		return []error{fmt.Errorf("hardware errors not reported: the init did not read the kernel log")}
+	}
+	var errs []error
+	var got []string
+	for _, c := range h.Counts {
+		got = append(got, c.Class)
+	}
+	var want []string
+	for _, c := range kernlog.HardwareErrors {
+		want = append(want, c.Name)
+	}
+	if !slices.Equal(got, want) {
+		errs = append(errs, fmt.Errorf("hardware errors counted by source %v, want %v", got, want))
+	}
+	if h.Total() != 0 || len(h.Last) != 0 {
+		errs = append(errs, fmt.Errorf("hardware errors logged on a QEMU guest: %s", h))
+	}
+	return errs
 }
 
 // CheckReport checks the report's shape: every step listed with a valid
@@ -96,6 +124,7 @@ func CheckReport(r *report.Report, cpus int) []error {
 		}
 	}
 	errs = append(errs, CheckTimeline(r)...)
+	errs = append(errs, CheckHardwareErrors(r)...)
 	seen := map[string]bool{}
 	for _, s := range r.Steps {
 		if seen[s.Name] {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotpath-dev/hotpath/init/kernlog"
 	"github.com/hotpath-dev/hotpath/init/report"
 )
 
@@ -59,6 +60,10 @@ func goodReport() *report.Report {
 		},
 	}
 	r.Timeline = timelineOf(r.Steps, r.ReadyMillis)
+	r.HardwareErrors = &kernlog.Snapshot{}
+	for _, c := range kernlog.HardwareErrors {
+		r.HardwareErrors.Counts = append(r.HardwareErrors.Counts, kernlog.Count{Class: c.Name})
+	}
 	return r
 }
 
@@ -156,6 +161,12 @@ func TestChecksCatchViolations(t *testing.T) {
 		{"address", func(r *report.Report) { r.Facts.NIC.Addrs = nil }, "10.77.0.2/24"},
 		{"mtu", func(r *report.Report) { r.Facts.NIC.MTU = 9000 }, "MTU 9000"},
 		{"no timeline", func(r *report.Report) { r.Timeline = nil }, "no boot timeline"},
+		{"kernel log not read", func(r *report.Report) { r.HardwareErrors = nil }, "hardware errors not reported"},
+		{"a source not counted", func(r *report.Report) { r.HardwareErrors.Counts = r.HardwareErrors.Counts[1:] }, "hardware errors counted by source [ghes aer memory_failure]"},
+		{"a machine check", func(r *report.Report) {
+			r.HardwareErrors.Counts[0].N = 1
+			r.HardwareErrors.Last = []kernlog.Event{{Class: "mce", Seconds: 1.5, Message: "mce: [Hardware Error]: CPU 0: Machine Check: 0 Bank 1: b1"}}
+		}, "hardware errors logged on a QEMU guest: mce 1 (last at 1.500 s: mce: [Hardware Error]: CPU 0"},
 		{"kernel phase missing", func(r *report.Report) { r.Timeline = r.Timeline[1:] }, "phase 0 is init, want kernel"},
 		{"init phase missing", func(r *report.Report) { r.Timeline = slices.Delete(r.Timeline, 1, 2) }, "want init"},
 		{"step phase missing", func(r *report.Report) { r.Timeline = slices.Delete(r.Timeline, 4, 5) }, "want the report's steps in order"},

@@ -297,17 +297,30 @@ func checkPreviousBoot(rep *report.Report, panicConsole, console string) []error
 	if !slices.ContainsFunc(pb.Lines, func(l string) bool { return strings.Contains(l, headline) }) {
 		bad("previous_boot lines lack the panic line: %q", pb.Lines)
 	}
-	for _, l := range pb.Lines {
-		// "[   41.2] msg": the crashed boot's console printed msg (with
-		// the same time stamp, unless it was one of the init's own lines,
-		// which it prints on the console itself and copies to /dev/kmsg).
+	// "[   41.2] msg": the crashed boot's console printed msg (with the
+	// same time stamp, unless it was one of the init's own lines, which it
+	// prints on the console itself and copies to /dev/kmsg). From the
+	// panic's first line on, every line; before it, the kernel's
+	// informational lines printed while the init wrote its report were
+	// kept off the console (init/console.Hold lowers the console's log
+	// level meanwhile; the kernel log keeps them): at most 3 of those.
+	crash := slices.IndexFunc(pb.Lines, func(l string) bool { return strings.Contains(l, headline) })
+	var held []string
+	for i, l := range pb.Lines {
 		msg := l
 		if i := strings.Index(l, "] "); strings.HasPrefix(l, "[") && i > 0 {
 			msg = l[i+2:]
 		}
-		if !strings.Contains(panicConsole, msg) {
+		switch {
+		case strings.Contains(panicConsole, msg):
+		case crash >= 0 && i < crash:
+			held = append(held, l)
+		default:
 			bad("previous_boot line %q is not on the crashed boot's console", l)
 		}
+	}
+	if len(held) > 3 {
+		bad("previous_boot lines %q before the panic are not on the crashed boot's console (at most 3 held back by the init's console hold)", held)
 	}
 	if !strings.Contains(console, pb.Summary) {
 		bad("second boot's console lacks %q", pb.Summary)
