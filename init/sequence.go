@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/init/bond"
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/bql"
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
@@ -311,11 +312,12 @@ func openKernelNIC() (nic.Ethtool, nic.Netlink, error) {
 func nicTuneSteps(m *machine) []boot.Step {
 	switch {
 	case m.link == nil:
-		return append(nic.SkippedSteps("no primary network interface"), skipStep(napi.StepName, "no primary network interface"))
+		return append(nic.SkippedSteps("no primary network interface"), skipStep(bql.StepName, "no primary network interface"), skipStep(napi.StepName, "no primary network interface"))
 	case m.tuner == nil:
-		return append(nic.SkippedSteps("no ethtool netlink/ioctl socket"), skipStep(napi.StepName, "no ethtool netlink/ioctl socket"))
+		return append(nic.SkippedSteps("no ethtool netlink/ioctl socket"), skipStep(bql.StepName, "no ethtool netlink/ioctl socket"), skipStep(napi.StepName, "no ethtool netlink/ioctl socket"))
 	}
-	return append(m.tuner.Steps(), napi.Step(m.sysRoot, func() string { return m.link.Name }, napiSettings(m.cfg)))
+	name := func() string { return m.link.Name }
+	return append(m.tuner.Steps(), bql.Step(m.sysRoot, name, m.cfg.NIC.BQL == config.BQLInert), napi.Step(m.sysRoot, name, napiSettings(m.cfg)))
 }
 
 // napiSettings is step 10 as the configuration asks for it: the step's

@@ -19,6 +19,7 @@ type NIC struct {
 	XPS         bool     // nic.xps: tx queue i used by workload CPU i
 	RPS         bool     // nic.rps: true leaves rps_cpus alone
 	Qdisc       Qdisc    // nic.qdisc
+	BQL         BQL      // nic.bql
 	Spread      Spread   // nic.spread
 	// DeferHardIRQs and GROFlushTimeout are the NIC's NAPI deferral
 	// (nic.defer_hard_irqs, nic.gro_flush_timeout; init/napi), the kernel
@@ -128,6 +129,16 @@ const (
 	QdiscKeep Qdisc = "keep" // left as it is
 )
 
+// BQL is nic.bql: the byte queue limits of the transmit queues
+// (init/bql).
+type BQL string
+
+// The values of nic.bql.
+const (
+	BQLOn    BQL = "on"    // the kernel's dynamic limits
+	BQLInert BQL = "inert" // limit_min of every tx queue at DQL_MAX_LIMIT: BQL never stops a queue
+)
+
 // Spread is nic.spread: what happens when the workload has more CPUs than
 // the NIC has rx queues.
 type Spread string
@@ -185,6 +196,10 @@ var nicKeys = []Key{
 	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
 		enum(func(c *Config) *Qdisc { return &c.NIC.Qdisc }, QdiscMQ, QdiscKeep),
 		func(c *Config) string { return string(c.NIC.Qdisc) }},
+	{"nic.bql", "on", "on keeps the kernel's dynamic byte queue limits; inert sets limit_min of every tx queue to the maximum, " +
+		"so that BQL never stops a queue (behind noqueue a stopped queue drops the packet)",
+		enum(func(c *Config) *BQL { return &c.NIC.BQL }, BQLOn, BQLInert),
+		func(c *Config) string { return string(c.NIC.BQL) }},
 	{"nic.numa_local", "on", "fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs) take the CPUs of the NIC's NUMA node first; " +
 		"off keeps CPU order",
 		boolSetter(func(c *Config) *bool { return &c.NIC.NUMALocal }),

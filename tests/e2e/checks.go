@@ -23,7 +23,7 @@ import (
 // applied or skipped with a reason.
 var nicSteps = []string{
 	"nic-channels", "nic-tx-push-buf", "nic-coalesce", "nic-gro", "nic-link-up",
-	"nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps", "nic-napi-defer",
+	"nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps", "nic-bql", "nic-napi-defer",
 }
 
 // requiredSysctls are the sysctls the case study's steps rest on, with the

@@ -29,6 +29,7 @@ func goodReport() *report.Report {
 			{Name: "nic-xps", Status: report.Applied},
 			{Name: "nic-rps", Status: report.Applied},
 			{Name: "nic-tx-push-buf", Status: report.Skipped, Reason: "driver virtio_net offers no tx-push-buf-len (only ENA in LLQ mode does, Linux 6.5+)"},
+			{Name: "nic-bql", Status: report.Skipped, Reason: "nic.bql=on: the kernel's dynamic byte queue limits stay"},
 			{Name: "nic-napi-defer", Status: report.Skipped, Reason: "napi_defer_hard_irqs and gro_flush_timeout left at the kernel's defaults"},
 		},
 		Facts: report.Facts{
