@@ -61,6 +61,8 @@ var (
 	threads   = flag.Int("t", 2, "wrk threads")
 	runs      = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
 	path      = flag.String("path", "/json", "request path")
+	queues    = flag.Int("queues", 0, "virtio-net queue pairs of each guest; 0 is one per vCPU")
+	pipeline  = flag.Int("pipeline", 1, "requests wrk sends back to back on a connection before it reads (a Lua script; 1 is wrk's default, one at a time)")
 	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
 	source61  = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
 	deferIRQs = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
@@ -101,6 +103,12 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	if *pipeline > 1 {
+		script = filepath.Join(work, "pipeline.lua")
+		if err := os.WriteFile(script, []byte(pipelineScript(*path, *pipeline)), 0o644); err != nil {
+			return err
+		}
+	}
 	guests, err := prepare(ctx, sel, work, accel)
 	if err != nil {
 		return err
@@ -134,7 +142,7 @@ func run(ctx context.Context) error {
 func prepare(ctx context.Context, sel []spec, work, accel string) ([]*guest, error) {
 	var out []*guest
 	for i, s := range sel {
-		g := &guest{spec: s, cfg: vm.Config{CPUs: *cpus, Accel: accel}}
+		g := &guest{spec: s, cfg: vm.Config{CPUs: *cpus, Accel: accel, Queues: *queues}}
 		if s.Stock {
 			kernel, initrd, err := stockGuest(ctx, work)
 			if err != nil {
@@ -184,6 +192,38 @@ var (
 	reqsTotal  = regexp.MustCompile(`(\d+) requests in `)
 	non2xx     = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
 )
+
+// script is the wrk Lua script of -pipeline; "" runs wrk without one.
+var script string
+
+// pipelineScript is a wrk script that sends n requests for path in one
+// write and reads their n responses (wrk counts each response).
+func pipelineScript(path string, n int) string {
+	return fmt.Sprintf(`init = function(args)
+  local r = {}
+  for i = 1, %d do r[i] = wrk.format(nil, %q) end
+  req = table.concat(r)
+end
+request = function() return req end
+`, n, path)
+}
+
+var p99 = regexp.MustCompile(`(?m)^\s*99%\s+([\d.]+)(us|ms|s)\s*$`)
+
+// parseP99 returns wrk --latency's 99th percentile (with -pipeline, of a
+// whole batch of requests).
+func parseP99(out []byte) (time.Duration, error) {
+	m := p99.FindSubmatch(out)
+	if m == nil {
+		return 0, errors.New("wrk: no 99% line (run with --latency)")
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		return 0, err
+	}
+	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[string(m[2])]
+	return time.Duration(v * float64(unit)), nil
+}
 
 // parseWrk returns wrk's requests/s and the requests it completed.
 func parseWrk(out []byte) (rps float64, requests int64, err error) {
