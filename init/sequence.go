@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,7 +291,7 @@ func nicDiscoverSteps(m *machine) []boot.Step {
 		}
 		m.ethtool = et
 		m.tuner = &nic.Tuner{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Link: l, CPUs: m.cpus, NrCPUs: m.nrCPUs,
-			Ethtool: et, Netlink: nl, Opt: m.cfg.NIC}
+			Ethtool: et, Netlink: nl, Opt: m.cfg.NIC, DefaultQdisc: m.defaultQdisc()}
 		return nil
 	}, Verify: func(context.Context, boot.Detail) error {
 		if openErr != nil {
@@ -324,6 +327,16 @@ func nicTuneSteps(m *machine) []boot.Step {
 // and the workload environment's one source.
 func napiSettings(cfg config.Config) napi.Settings {
 	return napi.Settings{DeferHardIRQs: cfg.NIC.DeferHardIRQs, GROFlushTimeout: cfg.NIC.GROFlushTimeout, Prefer: cfg.NIC.PreferBusyPoll}
+}
+
+// defaultQdisc is net.core.default_qdisc as the kernel has it after the
+// sysctl steps (what mq's children are created with); "" when unreadable.
+func (m *machine) defaultQdisc() string {
+	b, err := os.ReadFile(filepath.Join(m.procRoot, "sys", "net", "core", "default_qdisc"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // networkSteps configure the address: DHCP (retried in the background
