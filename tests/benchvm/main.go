@@ -53,23 +53,24 @@ import (
 )
 
 var (
-	stockRoot = flag.String("stock", "", "root of an unpacked linux-image-*-amd64 package (boot/vmlinuz-*, lib/modules/*); default: /boot if installed, else downloaded with apt-get into the cache")
-	cpus      = flag.Int("cpus", 2, "vCPUs of each guest")
-	duration  = flag.Duration("d", 10*time.Second, "wrk duration per run")
-	warmup    = flag.Duration("warmup", 3*time.Second, "an uncounted wrk run per guest before the first round (TCG translates the hot code on first use)")
-	conns     = flag.Int("c", 64, "wrk connections")
-	threads   = flag.Int("t", 2, "wrk threads")
-	runs      = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
-	path      = flag.String("path", "/json", "request path")
-	queues    = flag.Int("queues", 0, "virtio-net queue pairs of each guest; 0 is one per vCPU")
-	pipeline  = flag.Int("pipeline", 1, "requests wrk sends back to back on a connection before it reads (a Lua script; 1 is wrk's default, one at a time)")
-	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
-	source61  = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
-	deferIRQs = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
-	groFlush  = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")
-	lockPath  = flag.String("lock", os.Getenv("HOTPATH_QEMU_LOCK"), "file to flock while guests run (default $HOTPATH_QEMU_LOCK; empty: none)")
-	allowCold = flag.Bool("allow-cold-kernel", false, "build a guest's kernel from scratch when the cache has none of its series (otherwise that is an error)")
-	bootWait  = flag.Duration("boot-timeout", 6*time.Minute, "time allowed for a guest to become ready")
+	stockRoot  = flag.String("stock", "", "root of an unpacked linux-image-*-amd64 package (boot/vmlinuz-*, lib/modules/*); default: /boot if installed, else downloaded with apt-get into the cache")
+	cpus       = flag.Int("cpus", 2, "vCPUs of each guest")
+	duration   = flag.Duration("d", 10*time.Second, "wrk duration per run")
+	warmup     = flag.Duration("warmup", 3*time.Second, "an uncounted wrk run per guest before the first round (TCG translates the hot code on first use)")
+	conns      = flag.Int("c", 64, "wrk connections")
+	threads    = flag.Int("t", 2, "wrk threads")
+	runs       = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
+	path       = flag.String("path", "/json", "request path")
+	queues     = flag.Int("queues", 0, "virtio-net queue pairs of each guest; 0 is one per vCPU")
+	wrkTimeout = flag.Duration("wrk-timeout", 30*time.Second, "wrk --timeout: a batch slower than this counts as a timeout and is left out of the latency percentiles")
+	pipeline   = flag.Int("pipeline", 1, "requests wrk sends back to back on a connection before it reads (a Lua script; 1 is wrk's default, one at a time)")
+	guestList  = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
+	source61   = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
+	deferIRQs  = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
+	groFlush   = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")
+	lockPath   = flag.String("lock", os.Getenv("HOTPATH_QEMU_LOCK"), "file to flock while guests run (default $HOTPATH_QEMU_LOCK; empty: none)")
+	allowCold  = flag.Bool("allow-cold-kernel", false, "build a guest's kernel from scratch when the cache has none of its series (otherwise that is an error)")
+	bootWait   = flag.Duration("boot-timeout", 6*time.Minute, "time allowed for a guest to become ready")
 	// crc32c_generic: libcrc32c (under nf_tables) needs a crc32c
 	// implementation at load time, a soft dependency .modinfo does not list.
 	wantModule = []string{"crc32c_generic", "virtio_pci", "virtio_net", "nf_tables", "nft_ct"}
@@ -220,6 +221,10 @@ func parseP99(out []byte) (time.Duration, error) {
 	v, err := strconv.ParseFloat(string(m[1]), 64)
 	if err != nil {
 		return 0, err
+	}
+	if v == 0 {
+		// wrk records no latency above its --timeout: all of them were.
+		return 0, errors.New("wrk: 99% is 0: no batch completed within --timeout")
 	}
 	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[string(m[2])]
 	return time.Duration(v * float64(unit)), nil

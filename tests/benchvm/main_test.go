@@ -193,3 +193,9 @@ hotpath_qdisc_drops_total{device="eth0",kind="pfifo_fast",handle="0:0",parent=":
 		t.Fatalf("tx_dropped %v retrans %v qdisc drops %v; want 17 5 3 (the root's only)", c.TxDropped, c.Retrans, c.QdiscDrops)
 	}
 }
+
+func TestParseP99NoneRecorded(t *testing.T) {
+	if _, err := parseP99([]byte("  Latency Distribution\n     99%    0.00us\n")); err == nil {
+		t.Fatal("a 0 percentile (every batch past --timeout) read as a latency")
+	}
+}

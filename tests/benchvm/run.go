@@ -120,7 +120,7 @@ func (g *guest) run(ctx context.Context, d time.Duration) (sample, error) {
 		return sample{}, fmt.Errorf("%s: before the run: %w", g.Name, err)
 	}
 	url := "http://" + net.JoinHostPort(g.Addr, "8080") + *path
-	args := []string{"--latency", "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns), "-d", d.String()}
+	args := []string{"--latency", "--timeout", wrkTimeout.String(), "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns), "-d", d.String()}
 	if script != "" {
 		args = append(args, "-s", script)
 	}
