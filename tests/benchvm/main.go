@@ -62,8 +62,9 @@ var (
 	runs       = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
 	path       = flag.String("path", "/json", "request path")
 	queues     = flag.Int("queues", 0, "virtio-net queue pairs of each guest; 0 is one per vCPU")
-	wrkTimeout = flag.Duration("wrk-timeout", 30*time.Second, "wrk --timeout: a batch slower than this counts as a timeout and is left out of the latency percentiles")
-	pipeline   = flag.Int("pipeline", 1, "requests wrk sends back to back on a connection before it reads (a Lua script; 1 is wrk's default, one at a time)")
+	wrkTimeout = flag.Duration("wrk-timeout", 30*time.Second, "wrk --timeout: a request slower than this counts as a timeout and is left out of the latency percentiles")
+	pipeline   = flag.Int("pipeline", 1, "requests sent back to back on a connection before reading their answers; above 1 the load is tests/txload's, not wrk's (whose percentiles are wrong with pipelining)")
+	bodyLen    = flag.Int("body-len", 0, "with -pipeline: each answer's body length, checked (0: not checked)")
 	guestList  = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
 	source61   = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
 	deferIRQs  = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
@@ -104,12 +105,6 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	if *pipeline > 1 {
-		script = filepath.Join(work, "pipeline.lua")
-		if err := os.WriteFile(script, []byte(pipelineScript(*path, *pipeline)), 0o644); err != nil {
-			return err
-		}
-	}
 	guests, err := prepare(ctx, sel, work, accel)
 	if err != nil {
 		return err
@@ -193,21 +188,6 @@ var (
 	reqsTotal  = regexp.MustCompile(`(\d+) requests in `)
 	non2xx     = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
 )
-
-// script is the wrk Lua script of -pipeline; "" runs wrk without one.
-var script string
-
-// pipelineScript is a wrk script that sends n requests for path in one
-// write and reads their n responses (wrk counts each response).
-func pipelineScript(path string, n int) string {
-	return fmt.Sprintf(`init = function(args)
-  local r = {}
-  for i = 1, %d do r[i] = wrk.format(nil, %q) end
-  req = table.concat(r)
-end
-request = function() return req end
-`, n, path)
-}
 
 var p99 = regexp.MustCompile(`(?m)^\s*99%\s+([\d.]+)(us|ms|s)\s*$`)
 

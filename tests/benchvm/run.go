@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/init/napi"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/txload"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
 
@@ -119,31 +120,44 @@ func (g *guest) run(ctx context.Context, d time.Duration) (sample, error) {
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: before the run: %w", g.Name, err)
 	}
-	url := "http://" + net.JoinHostPort(g.Addr, "8080") + *path
-	args := []string{"--latency", "--timeout", wrkTimeout.String(), "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns), "-d", d.String()}
-	if script != "" {
-		args = append(args, "-s", script)
-	}
 	lines := dropLines(g.Console.String())
-	cmd := g.Netns.Command(ctx, "wrk", append(args, url)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return sample{}, fmt.Errorf("%s: wrk: %v\n%s", g.Name, err, out)
+	var (
+		rps float64
+		n   int64
+		p99 time.Duration
+	)
+	if *pipeline > 1 {
+		l := txload.Load{Conns: *conns, Depth: *pipeline, Path: *path, BodyLen: *bodyLen, Duration: d}
+		r := l.Run(ctx, func(ctx context.Context) (net.Conn, error) {
+			return g.Netns.DialContext(ctx, "tcp", net.JoinHostPort(g.Addr, "8080"))
+		})
+		for _, err := range r.Errors {
+			log.Printf("%s: %v", g.Name, err)
+		}
+		if r.Answers == 0 || len(r.Batches) == 0 {
+			return sample{}, fmt.Errorf("%s: no answer (%d errors)", g.Name, len(r.Errors))
+		}
+		rps, n, p99 = float64(r.Answers)/d.Seconds(), int64(r.Answers), r.Percentile(99)
+	} else {
+		url := "http://" + net.JoinHostPort(g.Addr, "8080") + *path
+		args := []string{"--latency", "--timeout", wrkTimeout.String(), "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns), "-d", d.String(), url}
+		out, err := g.Netns.Command(ctx, "wrk", args...).CombinedOutput()
+		if err != nil {
+			return sample{}, fmt.Errorf("%s: wrk: %v\n%s", g.Name, err, out)
+		}
+		if rps, n, err = parseWrk(out); err != nil {
+			return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
+		}
+		if n == 0 {
+			return sample{}, fmt.Errorf("%s: wrk completed no request\n%s", g.Name, out)
+		}
+		if p99, err = parseP99(out); err != nil {
+			return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
+		}
 	}
 	after, stalls2, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: after the run: %w", g.Name, err)
-	}
-	rps, n, err := parseWrk(out)
-	if err != nil {
-		return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
-	}
-	if n == 0 {
-		return sample{}, fmt.Errorf("%s: wrk completed no request\n%s", g.Name, out)
-	}
-	p99, err := parseP99(out)
-	if err != nil {
-		return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
 	}
 	return sample{RPS: rps, Requests: n, P99: p99, Delta: after.sub(before), Stalls: stalls + stalls2,
 		DropLines: dropLines(g.Console.String()) - lines}, nil
@@ -250,7 +264,7 @@ func printTable(w io.Writer, gs []*guest, accel string) {
 		fmt.Fprintf(w, "  %-26s %-22s %10.0f %9.3f %11.3f %12.1f %8.0f%% %9v %10.0f %10.0f %8.0f %7d %6d\n",
 			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.CPUMicros, 100*s.Busy, s.P99.Round(10*time.Microsecond), s.TxDropped, s.QdiscDrops, s.Retrans, s.Stalls, g.failed)
 	}
-	fmt.Fprintln(w, "  p99: wrk --latency's (of a batch with -pipeline), median over the runs; tx_dropped (hotpath_netdev_tx_dropped_total), qdisc drop (root qdisc),")
+	fmt.Fprintln(w, "  p99: of a request (wrk --latency) or, with -pipeline, of a batch from its write to its last answer (tests/txload), median over the runs; tx_dropped (hotpath_netdev_tx_dropped_total), qdisc drop (root qdisc),")
 	fmt.Fprintln(w, "  retrans (Tcp RetransSegs): totals over the counted runs. Console lines \""+DropLine+"\" (rate-limited) per guest:")
 	for _, g := range gs {
 		fmt.Fprintf(w, "    %s: %d\n", g.Name, summarize(g.samples).DropLines)

@@ -1,14 +1,8 @@
 package e2e
 
 import (
-	"context"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/hotpath-dev/hotpath/server"
 )
 
 func TestParseTxDrops(t *testing.T) {
@@ -41,35 +35,5 @@ func TestCheckNoTxDrops(t *testing.T) {
 	console := "[   40.1] net_ratelimit: 3 callbacks suppressed\n[   40.1] Virtual device eth0 asks to queue packet!\n"
 	if errs := CheckNoTxDrops(clean, console); len(errs) != 1 {
 		t.Errorf("a drop line: %v", errs)
-	}
-}
-
-// TestTxLoad drives the load against a real hotpath server on loopback
-// with the /large body: every answer is read and counted, a wrong length
-// is an error.
-func TestTxLoad(t *testing.T) {
-	body := strings.Repeat("x", 32<<10)
-	cfg, err := server.ConfigFromEnv(func(k string) string { return map[string]string{"HOTPATH_CPUS": "0", "HOTPATH_PORT": "0"}[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = "127.0.0.1"
-	s := server.New(cfg)
-	s.Handle("GET", "/large", func(c *server.Ctx) { c.WriteString(body) })
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
-	<-s.Ready()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port()))
-	dial := func(ctx context.Context) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", addr) }
-	l := TxLoad{Conns: 4, Depth: 3, Path: "/large", BodyLen: 32 << 10, Duration: 300 * time.Millisecond}
-	n, errs := l.Run(context.Background(), dial)
-	if len(errs) != 0 || n < l.Conns*l.Depth {
-		t.Fatalf("%d answers, errors %v", n, errs)
-	}
-	l.BodyLen = 100
-	if _, errs := l.Run(context.Background(), dial); len(errs) != l.Conns {
-		t.Fatalf("wrong length: %d errors, want one per connection", len(errs))
 	}
 }
