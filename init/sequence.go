@@ -39,7 +39,7 @@ import (
 var sequence = []func(*machine) []boot.Step{
 	loopbackSteps,       // lo up
 	rlimitSteps,         // RLIMIT_NOFILE the workload inherits
-	sysctlSteps,         // busy polling, noqueue, reno, backlogs, sysctl.* keys
+	sysctlSteps,         // busy polling, default qdisc, reno, backlogs, sysctl.* keys
 	workloadCPUSteps,    // workload.cpus within the online CPUs
 	cpuPowerSteps,       // bare metal: performance governor or EPP, C-state latency through PM QoS (init/cpupower)
 	previousBootSteps,   // a crashed previous boot's kernel log, from pstore (nitro.go)
@@ -320,7 +320,14 @@ func nicTuneSteps(m *machine) []boot.Step {
 		return append(nic.SkippedSteps("no ethtool netlink/ioctl socket"), skipStep(bql.StepName, "no ethtool netlink/ioctl socket"), skipStep(napi.StepName, "no ethtool netlink/ioctl socket"))
 	}
 	name := func() string { return m.link.Name }
-	return append(m.tuner.Steps(), bql.Step(m.sysRoot, name, m.cfg.NIC.BQL == config.BQLInert), napi.Step(m.sysRoot, name, napiSettings(m.cfg)))
+	return append(m.tuner.Steps(), bql.Step(m.sysRoot, name, bqlInert(m.cfg.NIC.BQL, m.tuner.DefaultQdisc)), napi.Step(m.sysRoot, name, napiSettings(m.cfg)))
+}
+
+// bqlInert says whether nic-bql makes the byte queue limits inert:
+// nic.bql=inert, or auto with noqueue under mq (qdisc, the kind
+// net.core.default_qdisc names), where a queue BQL stops drops packets.
+func bqlInert(b config.BQL, qdisc string) bool {
+	return b == config.BQLInert || (b == config.BQLAuto && qdisc == "noqueue")
 }
 
 // napiSettings is step 10 as the configuration asks for it: the step's

@@ -46,7 +46,8 @@ const MaxLimit = (1<<32-1)/2 - (1<<32-1)/16
 // Step returns the boot step that sets limit_min of every transmit queue
 // of the interface link() names (when the step runs: the NIC is found by
 // an earlier step) to MaxLimit, and reads each back. sysRoot is "/sys".
-// inert false skips it: the kernel's dynamic limits stay. The step is
+// inert false skips it: the kernel's dynamic limits stay (nic.bql=on, or
+// auto with a queueing qdisc). The step is
 // marked Reapply: a driver that re-creates its queues (a channel change,
 // a device reset) brings them back with limit_min 0.
 func Step(sysRoot string, link func() string, inert bool) boot.Step {
@@ -57,7 +58,7 @@ func Step(sysRoot string, link func() string, inert bool) boot.Step {
 		Apply: func(_ context.Context, d boot.Detail) error {
 			files = nil
 			if !inert {
-				return boot.Skip("nic.bql=on: the kernel's dynamic byte queue limits stay")
+				return boot.Skip("the kernel's dynamic byte queue limits stay (nic.bql=on, or auto with a queueing qdisc)")
 			}
 			lim, err := limitFiles(sysRoot, link())
 			if err != nil {

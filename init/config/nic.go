@@ -125,7 +125,7 @@ type Qdisc string
 
 // The values of nic.qdisc.
 const (
-	QdiscMQ   Qdisc = "mq"   // mq root with net.core.default_qdisc (noqueue) children
+	QdiscMQ   Qdisc = "mq"   // mq root with net.core.default_qdisc (pfifo_fast) children
 	QdiscKeep Qdisc = "keep" // left as it is
 )
 
@@ -135,6 +135,9 @@ type BQL string
 
 // The values of nic.bql.
 const (
+	// BQLAuto is inert when the transmit qdisc is noqueue (where a queue
+	// BQL stops drops the packet), on otherwise.
+	BQLAuto  BQL = "auto"
 	BQLOn    BQL = "on"    // the kernel's dynamic limits
 	BQLInert BQL = "inert" // limit_min of every tx queue at DQL_MAX_LIMIT: BQL never stops a queue
 )
@@ -193,12 +196,13 @@ var nicKeys = []Key{
 		"needs nic.defer_hard_irqs). Off by default: Linux 6.12 can lose a queue when a preferring busy poll stops (see NIC)",
 		boolSetter(func(c *Config) *bool { return &c.NIC.PreferBusyPoll }),
 		func(c *Config) string { return onOff(c.NIC.PreferBusyPoll) }},
-	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
+	{"nic.qdisc", "mq", "mq (mq root, children of net.core.default_qdisc: pfifo_fast) or keep",
 		enum(func(c *Config) *Qdisc { return &c.NIC.Qdisc }, QdiscMQ, QdiscKeep),
 		func(c *Config) string { return string(c.NIC.Qdisc) }},
-	{"nic.bql", "on", "on keeps the kernel's dynamic byte queue limits; inert sets limit_min of every tx queue to the maximum, " +
-		"so that BQL never stops a queue (behind noqueue a stopped queue drops the packet)",
-		enum(func(c *Config) *BQL { return &c.NIC.BQL }, BQLOn, BQLInert),
+	{"nic.bql", "auto", "byte queue limits of the tx queues: on keeps the kernel's dynamic limits; inert sets limit_min of every tx queue " +
+		"to the maximum, so that BQL never stops a queue; auto is inert when net.core.default_qdisc is noqueue (the case study's step 8, " +
+		"where a stopped queue drops the packet) and on otherwise (the default pfifo_fast holds what a stopped queue cannot take)",
+		enum(func(c *Config) *BQL { return &c.NIC.BQL }, BQLAuto, BQLOn, BQLInert),
 		func(c *Config) string { return string(c.NIC.BQL) }},
 	{"nic.numa_local", "on", "fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs) take the CPUs of the NIC's NUMA node first; " +
 		"off keeps CPU order",

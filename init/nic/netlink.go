@@ -68,8 +68,8 @@ func (rtnl) ReplaceRoot(name, kind string) error {
 	if err != nil {
 		return err
 	}
-	// mq and noqueue take no options, so the generic qdisc (kind only) is
-	// the whole request.
+	// mq, noqueue and pfifo_fast need no options (pfifo_fast_init ignores
+	// them), so the generic qdisc (kind only) is the whole request.
 	q := &netlink.GenericQdisc{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_ROOT},
 		QdiscType:  kind,

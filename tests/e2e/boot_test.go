@@ -14,6 +14,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/txload"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
 
@@ -173,7 +174,7 @@ func checkAppliance(t *testing.T, b *booted) {
 
 // applianceTxLoad is the load the txdrops check drives: the one that
 // dropped packets under noqueue with 6.12's BQL (README "Step 8").
-var applianceTxLoad = TxLoad{Conns: 64, Depth: 8, Path: "/large", BodyLen: 32 << 10, Duration: 8 * time.Second}
+var applianceTxLoad = txload.Load{Conns: 256, Depth: 8, Path: "/large", BodyLen: 32 << 10, Duration: 8 * time.Second}
 
 // checkTxDrops drives applianceTxLoad and then reads, from outside, the
 // guest's /metrics (tx_dropped, the root qdisc's drops) and its console:
@@ -181,12 +182,13 @@ var applianceTxLoad = TxLoad{Conns: 64, Depth: 8, Path: "/large", BodyLen: 32 <<
 func checkTxDrops(t *testing.T, b *booted) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n, errs := applianceTxLoad.Run(ctx, b.dial)
-	reportErrs(t, errs)
-	if n == 0 {
+	r := applianceTxLoad.Run(ctx, b.dial)
+	reportErrs(t, r.Errors)
+	if r.Answers == 0 {
 		t.Fatal("the load got no answer")
 	}
-	t.Logf("%d answers of %d bytes on %d connections, %d pipelined, in %v", n, applianceTxLoad.BodyLen, applianceTxLoad.Conns, applianceTxLoad.Depth, applianceTxLoad.Duration)
+	t.Logf("%d answers of %d bytes on %d connections, %d pipelined, in %v; batch p99 %v", r.Answers, applianceTxLoad.BodyLen,
+		applianceTxLoad.Conns, applianceTxLoad.Depth, applianceTxLoad.Duration, r.Percentile(99))
 	resp, err := b.Netns.HTTPClient(time.Minute).Get("http://" + net.JoinHostPort(b.Addr, "9100") + "/metrics")
 	if err != nil {
 		t.Fatalf("scrape: %v", err)

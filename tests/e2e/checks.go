@@ -34,7 +34,7 @@ var nicSteps = []string{
 var requiredSysctls = map[string]string{
 	"net.core.busy_poll":              "",
 	"net.core.busy_read":              "",
-	"net.core.default_qdisc":          "noqueue",
+	"net.core.default_qdisc":          "pfifo_fast",
 	"net.ipv4.tcp_congestion_control": "reno",
 }
 
@@ -179,7 +179,7 @@ type Network struct {
 
 // CheckLocality checks the NIC and network tuning on a virtio-net guest
 // with one queue pair per CPU: queue i's IRQs and XPS on CPU i, RPS off, mq
-// with noqueue children, GRO off, the busy-poll and congestion sysctls, no
+// with pfifo_fast children, GRO off, the busy-poll and congestion sysctls, no
 // AF_PACKET socket left by DHCP, the lease installed forever.
 func CheckLocality(f *report.Facts, cpus int, net Network) []error {
 	var errs []error
@@ -248,8 +248,8 @@ func CheckLocality(f *report.Facts, cpus int, net Network) []error {
 		bad("%d child qdiscs for %d tx queues", len(n.Children), n.TxQueues)
 	}
 	for i, c := range n.Children {
-		if c != "noqueue" {
-			bad("child qdisc %d is %q, want noqueue", i, c)
+		if c != "pfifo_fast" {
+			bad("child qdisc %d is %q, want pfifo_fast", i, c)
 		}
 	}
 	if n.GRO != "off" {
