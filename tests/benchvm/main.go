@@ -65,7 +65,8 @@ var (
 	wrkTimeout = flag.Duration("wrk-timeout", 30*time.Second, "wrk --timeout: a request slower than this counts as a timeout and is left out of the latency percentiles")
 	pipeline   = flag.Int("pipeline", 1, "requests sent back to back on a connection before reading their answers; above 1 the load is tests/txload's, not wrk's (whose percentiles are wrong with pipelining)")
 	bodyLen    = flag.Int("body-len", 0, "with -pipeline: each answer's body length, checked (0: not checked)")
-	guestList  = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock")
+	guestList  = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock; "+
+		"step 8: 6.12-noqueue (BQL on), 6.12-bql-inert (noqueue, BQL inert), 6.12-pfifo (pfifo_fast, BQL on)")
 	source61   = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
 	deferIRQs  = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
 	groFlush   = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")

@@ -255,8 +255,12 @@ func median(v []float64) float64 {
 
 // printTable writes the side-by-side result.
 func printTable(w io.Writer, gs []*guest, accel string) {
-	fmt.Fprintf(w, "\nbench-vm: GET %s, %d vCPUs, %s queue pairs under %s, wrk -t%d -c%d -d%v, %d pipelined, median of %d interleaved rounds\n",
-		*path, *cpus, queueCount(), accel, *threads, *conns, *duration, *pipeline, *runs)
+	load := fmt.Sprintf("wrk -t%d -c%d -d%v", *threads, *conns, *duration)
+	if *pipeline > 1 {
+		load = fmt.Sprintf("tests/txload %d connections x %d pipelined for %v", *conns, *pipeline, *duration)
+	}
+	fmt.Fprintf(w, "\nbench-vm: GET %s, %d vCPUs, %s queue pairs under %s, %s, median of %d interleaved rounds\n",
+		*path, *cpus, queueCount(), accel, load, *runs)
 	fmt.Fprintf(w, "  %-26s %-22s %10s %9s %11s %12s %9s %9s %10s %10s %8s %7s %6s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "CPU µs/req", "CPU busy",
 		"p99", "tx_dropped", "qdisc drop", "retrans", "stalls", "failed")
 	for _, g := range gs {
