@@ -67,12 +67,12 @@ var (
 	bodyLen    = flag.Int("body-len", 0, "with -pipeline: each answer's body length, checked (0: not checked)")
 	guestList  = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-step10, stock; "+
 		"step 8: 6.12-noqueue (BQL on), 6.12-bql-inert (noqueue, BQL inert), 6.12-pfifo (pfifo_fast, BQL on)")
-	source61   = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
-	deferIRQs  = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
-	groFlush   = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")
-	lockPath   = flag.String("lock", os.Getenv("HOTPATH_QEMU_LOCK"), "file to flock while guests run (default $HOTPATH_QEMU_LOCK; empty: none)")
-	allowCold  = flag.Bool("allow-cold-kernel", false, "build a guest's kernel from scratch when the cache has none of its series (otherwise that is an error)")
-	bootWait   = flag.Duration("boot-timeout", 6*time.Minute, "time allowed for a guest to become ready")
+	source61  = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
+	deferIRQs = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
+	groFlush  = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")
+	lockPath  = flag.String("lock", os.Getenv("HOTPATH_QEMU_LOCK"), "file to flock while guests run (default $HOTPATH_QEMU_LOCK; empty: none)")
+	allowCold = flag.Bool("allow-cold-kernel", false, "build a guest's kernel from scratch when the cache has none of its series (otherwise that is an error)")
+	bootWait  = flag.Duration("boot-timeout", 6*time.Minute, "time allowed for a guest to become ready")
 	// crc32c_generic: libcrc32c (under nf_tables) needs a crc32c
 	// implementation at load time, a soft dependency .modinfo does not list.
 	wantModule = []string{"crc32c_generic", "virtio_pci", "virtio_net", "nf_tables", "nft_ct"}
