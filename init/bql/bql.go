@@ -47,14 +47,15 @@ const MaxLimit = (1<<32-1)/2 - (1<<32-1)/16
 // of the interface link() names (when the step runs: the NIC is found by
 // an earlier step) to MaxLimit, and reads each back. sysRoot is "/sys".
 // inert false skips it: the kernel's dynamic limits stay (nic.bql=on, or
-// auto with a queueing qdisc). The step is
-// marked Reapply: a driver that re-creates its queues (a channel change,
-// a device reset) brings them back with limit_min 0.
+// auto with a queueing qdisc). It runs after nic-channels, the only step
+// that changes the number of queues (a queue never used before has
+// limit_min 0, dql_init at allocation); it is not
+// among the steps re-run on a link change (the Tuner's), as a device
+// reset keeps a queue's limit_min (dql_reset leaves min_limit alone).
 func Step(sysRoot string, link func() string, inert bool) boot.Step {
 	var files []string // apply's, read back by verify
 	return boot.Step{
-		Name:    StepName,
-		Reapply: true,
+		Name: StepName,
 		Apply: func(_ context.Context, d boot.Detail) error {
 			files = nil
 			if !inert {
