@@ -347,6 +347,9 @@ func (o *observer) metricsOptions(link *nic.Link, et nic.Ethtool) metrics.Option
 	// Per-queue packets and bytes: virtio-net lists them only here from
 	// Linux 6.10 on, no longer in ethtool -S.
 	mo.QueueStats = metrics.DialGenetlink
+	// The qdiscs' drops, next to the device's tx_dropped (netdev): with a
+	// queueing qdisc a stopped queue's packets wait or drop there.
+	mo.Qdiscs = qdiscStats
 	// The NIC steps' own handle: it is a socket for ioctls, safe to share
 	// between scrapes and the re-application after a device reset.
 	if st, ok := et.(metrics.StatsReader); ok {
@@ -388,4 +391,14 @@ func hostName(iface string) string {
 		}
 	}
 	return ""
+}
+
+// qdiscStats is nic.QdiscStats in the metrics package's terms.
+func qdiscStats(dev string) ([]metrics.QdiscStat, error) {
+	qs, err := nic.QdiscStats(dev)
+	out := make([]metrics.QdiscStat, len(qs))
+	for i, q := range qs {
+		out[i] = metrics.QdiscStat{Kind: q.Kind, Handle: q.Handle, Parent: q.Parent, Drops: q.Drops, Requeues: q.Requeues, Backlog: q.Backlog}
+	}
+	return out, err
 }

@@ -97,7 +97,7 @@ func memberTuneSteps(m *machine) []boot.Step {
 	}
 	for _, l := range m.members[1:] {
 		t := &nic.Tuner{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Link: l, CPUs: m.cpus, NrCPUs: m.nrCPUs,
-			Ethtool: m.tuner.Ethtool, Netlink: m.tuner.Netlink, Opt: m.cfg.NIC}
+			Ethtool: m.tuner.Ethtool, Netlink: m.tuner.Netlink, Opt: m.cfg.NIC, DefaultQdisc: m.tuner.DefaultQdisc}
 		for _, s := range t.Steps() {
 			s.Name += "@" + l.Name
 			out = append(out, s)

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/bond"
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/bql"
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/console"
 	"github.com/hotpath-dev/hotpath/init/cpuset"
@@ -36,7 +40,7 @@ import (
 var sequence = []func(*machine) []boot.Step{
 	loopbackSteps,       // lo up
 	rlimitSteps,         // RLIMIT_NOFILE the workload inherits
-	sysctlSteps,         // busy polling, noqueue, reno, backlogs, sysctl.* keys
+	sysctlSteps,         // busy polling, default qdisc, reno, backlogs, sysctl.* keys
 	workloadCPUSteps,    // workload.cpus within the online CPUs
 	cpuPowerSteps,       // bare metal: performance governor or EPP, C-state latency through PM QoS (init/cpupower)
 	previousBootSteps,   // a crashed previous boot's kernel log, from pstore (nitro.go)
@@ -291,7 +295,7 @@ func nicDiscoverSteps(m *machine) []boot.Step {
 		}
 		m.ethtool = et
 		m.tuner = &nic.Tuner{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Link: l, CPUs: m.cpus, NrCPUs: m.nrCPUs,
-			Ethtool: et, Netlink: nl, Opt: m.cfg.NIC}
+			Ethtool: et, Netlink: nl, Opt: m.cfg.NIC, DefaultQdisc: m.defaultQdisc()}
 		return nil
 	}, Verify: func(context.Context, boot.Detail) error {
 		if openErr != nil {
@@ -315,17 +319,35 @@ func openKernelNIC() (nic.Ethtool, nic.Netlink, error) {
 func nicTuneSteps(m *machine) []boot.Step {
 	switch {
 	case m.link == nil:
-		return append(nic.SkippedSteps("no primary network interface"), skipStep(napi.StepName, "no primary network interface"))
+		return append(nic.SkippedSteps("no primary network interface"), skipStep(bql.StepName, "no primary network interface"), skipStep(napi.StepName, "no primary network interface"))
 	case m.tuner == nil:
-		return append(nic.SkippedSteps("no ethtool netlink/ioctl socket"), skipStep(napi.StepName, "no ethtool netlink/ioctl socket"))
+		return append(nic.SkippedSteps("no ethtool netlink/ioctl socket"), skipStep(bql.StepName, "no ethtool netlink/ioctl socket"), skipStep(napi.StepName, "no ethtool netlink/ioctl socket"))
 	}
-	return append(m.tuner.Steps(), napi.Step(m.sysRoot, func() string { return m.link.Name }, napiSettings(m.cfg)))
+	name := func() string { return m.link.Name }
+	return append(m.tuner.Steps(), bql.Step(m.sysRoot, name, bqlInert(m.cfg.NIC.BQL, m.tuner.DefaultQdisc)), napi.Step(m.sysRoot, name, napiSettings(m.cfg)))
+}
+
+// bqlInert says whether nic-bql makes the byte queue limits inert:
+// nic.bql=inert, or auto with noqueue under mq (qdisc, the kind
+// net.core.default_qdisc names), where a queue BQL stops drops packets.
+func bqlInert(b config.BQL, qdisc string) bool {
+	return b == config.BQLInert || (b == config.BQLAuto && qdisc == "noqueue")
 }
 
 // napiSettings is step 10 as the configuration asks for it: the step's
 // and the workload environment's one source.
 func napiSettings(cfg config.Config) napi.Settings {
 	return napi.Settings{DeferHardIRQs: cfg.NIC.DeferHardIRQs, GROFlushTimeout: cfg.NIC.GROFlushTimeout, Prefer: cfg.NIC.PreferBusyPoll}
+}
+
+// defaultQdisc is net.core.default_qdisc as the kernel has it after the
+// sysctl steps (what mq's children are created with); "" when unreadable.
+func (m *machine) defaultQdisc() string {
+	b, err := os.ReadFile(filepath.Join(m.procRoot, "sys", "net", "core", "default_qdisc"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // networkSteps configure the address: DHCP (retried in the background

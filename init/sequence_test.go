@@ -217,3 +217,23 @@ func TestNICDiscoverInsideStep(t *testing.T) {
 		})
 	}
 }
+
+// TestBQLInert: nic.bql=auto makes the byte queue limits inert only under
+// noqueue; on and inert are what they say whatever the qdisc.
+func TestBQLInert(t *testing.T) {
+	for _, tc := range []struct {
+		b     config.BQL
+		qdisc string
+		want  bool
+	}{
+		{config.BQLAuto, "pfifo_fast", false},
+		{config.BQLAuto, "noqueue", true},
+		{config.BQLAuto, "", false}, // default_qdisc unreadable: the kernel's limits stay
+		{config.BQLOn, "noqueue", false},
+		{config.BQLInert, "pfifo_fast", true},
+	} {
+		if got := bqlInert(tc.b, tc.qdisc); got != tc.want {
+			t.Errorf("nic.bql=%s with %q: inert %v, want %v", tc.b, tc.qdisc, got, tc.want)
+		}
+	}
+}

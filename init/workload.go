@@ -129,7 +129,7 @@ func (b *bootReport) finish(m *machine, rng *crngState, err error) {
 		sysctlNames[i] = s.Name
 	}
 	fo := facts.Options{SysRoot: m.sysRoot, ProcRoot: m.procRoot, Sysctls: sysctlNames, Link: m.link,
-		Qdiscs: nic.Qdiscs, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
+		Qdiscs: nic.Qdiscs, QdiscStats: nic.QdiscStats, Addrs: facts.NetlinkAddrs, Ethtool: m.ethtool}
 	rep.Facts = facts.Read(fo, m.con.Logf)
 	rep.Facts.Cmdline = m.cfg.RedactCmdline(rep.Facts.Cmdline)
 	rep.CRNG = rng.report()

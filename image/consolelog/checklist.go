@@ -123,7 +123,7 @@ func writeFacts(p func(string, ...any), f *report.Facts) {
 	p("  packet sockets open: %d\n", f.PacketSockets)
 	if n := f.NIC; n != nil {
 		p("  nic: %s (%s) %s, valid_lft %s, gateway %s, mtu %d\n", n.Name, n.Driver, strings.Join(n.Addrs, " "), n.Lifetime, n.Gateway, n.MTU)
-		p("       %d rx / %d tx queues, qdisc %s [%s], gro %s\n", n.RxQueues, n.TxQueues, n.Qdisc, strings.Join(n.Children, " "), n.GRO)
+		p("       %d rx / %d tx queues, qdisc %s [%s], gro %s, tx dropped %d, qdisc drops %d\n", n.RxQueues, n.TxQueues, n.Qdisc, strings.Join(n.Children, " "), n.GRO, n.TxDropped, n.QdiscDrops)
 		for _, irq := range n.IRQs {
 			p("       irq %d %s (queue %d) -> cpus %s\n", irq.IRQ, irq.Name, irq.Queue, irq.Affinity)
 		}

@@ -83,7 +83,13 @@
 //	                              HOTPATH_PREFER_BUSY_POLL=1 (step 10's workload half; needs
 //	                              nic.defer_hard_irqs). Off by default: Linux 6.12 can lose a queue when
 //	                              a preferring busy poll stops (see NIC)
-//	nic.qdisc                  [mq] mq (mq root, noqueue children) or keep
+//	nic.qdisc                  [mq] mq (mq root, children of net.core.default_qdisc: pfifo_fast) or keep
+//	nic.bql                    [auto] byte queue limits of the tx queues: on keeps the kernel's dynamic
+//	                              limits; inert sets limit_min of every tx queue to the maximum, so that
+//	                              BQL never stops a queue; auto is inert when net.core.default_qdisc is
+//	                              noqueue (the case study's step 8, where a stopped queue drops the
+//	                              packet) and on otherwise (the default pfifo_fast holds what a stopped
+//	                              queue cannot take)
 //	nic.numa_local             [on] fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs)
 //	                              take the CPUs of the NIC's NUMA node first; off keeps CPU order
 //	nic.carrier_wait           [10s] how long nic-link-up waits for the carrier (a dead link fails that

@@ -19,6 +19,7 @@ type NIC struct {
 	XPS         bool     // nic.xps: tx queue i used by workload CPU i
 	RPS         bool     // nic.rps: true leaves rps_cpus alone
 	Qdisc       Qdisc    // nic.qdisc
+	BQL         BQL      // nic.bql
 	Spread      Spread   // nic.spread
 	// DeferHardIRQs and GROFlushTimeout are the NIC's NAPI deferral
 	// (nic.defer_hard_irqs, nic.gro_flush_timeout; init/napi), the kernel
@@ -136,8 +137,21 @@ type Qdisc string
 
 // The values of nic.qdisc.
 const (
-	QdiscMQ   Qdisc = "mq"   // mq root with net.core.default_qdisc (noqueue) children
+	QdiscMQ   Qdisc = "mq"   // mq root with net.core.default_qdisc (pfifo_fast) children
 	QdiscKeep Qdisc = "keep" // left as it is
+)
+
+// BQL is nic.bql: the byte queue limits of the transmit queues
+// (init/bql).
+type BQL string
+
+// The values of nic.bql.
+const (
+	// BQLAuto is inert when the transmit qdisc is noqueue (where a queue
+	// BQL stops drops the packet), on otherwise.
+	BQLAuto  BQL = "auto"
+	BQLOn    BQL = "on"    // the kernel's dynamic limits
+	BQLInert BQL = "inert" // limit_min of every tx queue at DQL_MAX_LIMIT: BQL never stops a queue
 )
 
 // Spread is nic.spread: what happens when the workload has more CPUs than
@@ -194,9 +208,14 @@ var nicKeys = []Key{
 		"needs nic.defer_hard_irqs). Off by default: Linux 6.12 can lose a queue when a preferring busy poll stops (see NIC)",
 		boolSetter(func(c *Config) *bool { return &c.NIC.PreferBusyPoll }),
 		func(c *Config) string { return onOff(c.NIC.PreferBusyPoll) }},
-	{"nic.qdisc", "mq", "mq (mq root, noqueue children) or keep",
+	{"nic.qdisc", "mq", "mq (mq root, children of net.core.default_qdisc: pfifo_fast) or keep",
 		enum(func(c *Config) *Qdisc { return &c.NIC.Qdisc }, QdiscMQ, QdiscKeep),
 		func(c *Config) string { return string(c.NIC.Qdisc) }},
+	{"nic.bql", "auto", "byte queue limits of the tx queues: on keeps the kernel's dynamic limits; inert sets limit_min of every tx queue " +
+		"to the maximum, so that BQL never stops a queue; auto is inert when net.core.default_qdisc is noqueue (the case study's step 8, " +
+		"where a stopped queue drops the packet) and on otherwise (the default pfifo_fast holds what a stopped queue cannot take)",
+		enum(func(c *Config) *BQL { return &c.NIC.BQL }, BQLAuto, BQLOn, BQLInert),
+		func(c *Config) string { return string(c.NIC.BQL) }},
 	{"nic.numa_local", "on", "fewer rx queues than workload CPUs: queue IRQs (and XPS/RPS pairs) take the CPUs of the NIC's NUMA node first; " +
 		"off keeps CPU order",
 		boolSetter(func(c *Config) *bool { return &c.NIC.NUMALocal }),

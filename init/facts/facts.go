@@ -38,6 +38,7 @@ type Options struct {
 	Link              *nic.Link // nil: no NIC
 	Ethtool           nic.Ethtool
 	Qdiscs            func(ifname string) (string, []string, error)
+	QdiscStats        func(ifname string) ([]nic.QdiscStat, error) // nil: qdisc drops not read
 	Addrs             func(ifname string) (AddrInfo, error)
 }
 
@@ -142,6 +143,20 @@ func readNIC(o Options, l nic.Link, logf func(string, ...any)) *report.NIC {
 	}
 	if n.Children == nil {
 		n.Children = []string{}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "statistics", "tx_dropped")); err == nil {
+		n.TxDropped, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	}
+	if o.QdiscStats != nil {
+		if qs, err := o.QdiscStats(l.Name); err == nil {
+			for _, q := range qs {
+				if q.Parent == "root" {
+					n.QdiscDrops = q.Drops
+				}
+			}
+		} else {
+			logf("facts: qdisc stats of %s: %v", l.Name, err)
+		}
 	}
 	if o.Ethtool != nil {
 		if feats, err := o.Ethtool.Features(l.Name); err == nil {

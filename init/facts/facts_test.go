@@ -29,9 +29,13 @@ func TestRead(t *testing.T) {
 	w(sys+"/class/net/eth0/mtu", "1500\n")
 	w(sys+"/class/net/eth0/queues/tx-0/xps_cpus", "1\n")
 	w(sys+"/class/net/eth0/queues/rx-0/rps_cpus", "0\n")
+	w(sys+"/class/net/eth0/statistics/tx_dropped", "42\n")
 	f := Read(Options{SysRoot: sys, ProcRoot: proc, Sysctls: []string{"net.core.busy_poll", "net.ipv4.tcp_congestion_control"},
 		Link:   &nic.Link{Name: "eth0", Driver: "virtio_net", Device: "virtio0"},
 		Qdiscs: func(string) (string, []string, error) { return "mq", []string{"noqueue"}, nil },
+		QdiscStats: func(string) ([]nic.QdiscStat, error) {
+			return []nic.QdiscStat{{Kind: "mq", Parent: "root", Drops: 5}, {Kind: "pfifo_fast", Parent: ":1", Drops: 5}}, nil
+		},
 		Addrs: func(string) (AddrInfo, error) {
 			return AddrInfo{Addrs: []string{"10.0.0.2/24"}, Lifetime: "forever", Gateway: "10.0.0.1"}, nil
 		}}, t.Logf)
@@ -46,7 +50,8 @@ func TestRead(t *testing.T) {
 	}
 	n := f.NIC
 	if n == nil || n.MTU != 1500 || n.TxQueues != 1 || n.RxQueues != 1 || len(n.IRQs) != 2 || n.IRQs[1].Affinity != "0" ||
-		n.XPS["tx-0"] != "1" || n.RPS["rx-0"] != "0" || n.Qdisc != "mq" || n.Lifetime != "forever" || n.Gateway != "10.0.0.1" {
+		n.XPS["tx-0"] != "1" || n.RPS["rx-0"] != "0" || n.Qdisc != "mq" || n.Lifetime != "forever" || n.Gateway != "10.0.0.1" ||
+		n.TxDropped != 42 || n.QdiscDrops != 5 {
 		t.Errorf("nic %+v", n)
 	}
 	// The same tree with the policy broken.

@@ -47,6 +47,9 @@ type Options struct {
 	// statistics are read over (DialGenetlink); nil leaves the
 	// hotpath_queue_ metrics out.
 	QueueStats func() (*genetlink.Conn, error)
+	// Qdiscs lists the device's qdiscs with their counters; nil leaves
+	// the hotpath_qdisc_ metrics out.
+	Qdiscs func(device string) ([]QdiscStat, error)
 	// QueueIRQ picks the NIC's queue interrupts from /proc/interrupts by
 	// action name and returns the queue number; nil exports every
 	// numbered interrupt line.
@@ -99,6 +102,9 @@ func NewRegistry(o Options) *prometheus.Registry {
 	}
 	if o.QueueStats != nil && o.Device != "" {
 		add("qstats", &queueStats{device: o.Device, dial: o.QueueStats})
+	}
+	if o.Qdiscs != nil && o.Device != "" {
+		add("qdisc", &qdiscs{device: o.Device, list: o.Qdiscs})
 	}
 	if o.Workload != nil {
 		add("workload", &workload{w: o.Workload})

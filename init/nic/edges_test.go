@@ -188,29 +188,33 @@ func TestIRQAffinityVerifyCatchesChange(t *testing.T) {
 	}
 }
 
-// TestQdiscSingleQueue and the mq children: a one-queue device gets a
-// noqueue root (mq needs several), a multi-queue one mq, and mq over
-// children that are not noqueue (net.core.default_qdisc not set) fails
-// the verify.
+// TestQdiscEdges: a one-queue device gets the default qdisc as its root
+// (mq needs several), a multi-queue one mq over children of the default
+// qdisc's kind; mq over children of another kind than the Tuner's
+// DefaultQdisc (net.core.default_qdisc set otherwise) fails the verify.
 func TestQdiscEdges(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		nq       int
-		defQdisc string
+		defQdisc string // the kernel's net.core.default_qdisc
+		want     string // Tuner.DefaultQdisc
 		root     string
 		status   report.Status
 	}{
-		{"one queue", 1, "noqueue", "noqueue", report.Applied},
-		{"two queues", 2, "noqueue", "mq", report.Applied},
-		{"mq over pfifo_fast", 2, "pfifo_fast", "mq", report.Failed},
+		{"one queue", 1, "noqueue", "", "noqueue", report.Applied},
+		{"two queues", 2, "noqueue", "", "mq", report.Applied},
+		{"mq over pfifo_fast, noqueue wanted", 2, "pfifo_fast", "", "mq", report.Failed},
+		{"one queue, pfifo_fast", 1, "pfifo_fast", "pfifo_fast", "pfifo_fast", report.Applied},
+		{"two queues, pfifo_fast", 2, "pfifo_fast", "pfifo_fast", "mq", report.Applied},
+		{"mq over noqueue, pfifo_fast wanted", 2, "noqueue", "pfifo_fast", "mq", report.Failed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ft := newTree(t)
 			ft.addNIC(t, "eth0", 2, "virtio0", "virtio_net", tc.nq, false)
-			nl := &fakeNetlink{root: "pfifo_fast", defQdisc: tc.defQdisc, ntx: tc.nq}
+			nl := &fakeNetlink{root: "noqueue", defQdisc: tc.defQdisc, ntx: tc.nq}
 			link, _ := Discover(ft.sys, "")
 			tu := &Tuner{SysRoot: ft.sys, ProcRoot: ft.proc, Link: link, CPUs: []int{0, 1}, NrCPUs: 2,
-				Ethtool: &fakeEthtool{noChannelsGet: true, features: map[string]bool{}}, Netlink: nl, Opt: defaultOpts()}
+				Ethtool: &fakeEthtool{noChannelsGet: true, features: map[string]bool{}}, Netlink: nl, Opt: defaultOpts(), DefaultQdisc: tc.want}
 			st := stepNamed(t, tu.Steps(), "nic-qdisc")
 			r := runAll(t, []boot.Step{st})["nic-qdisc"]
 			if r.Status != tc.status || nl.root != tc.root {

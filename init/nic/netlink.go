@@ -68,8 +68,8 @@ func (rtnl) ReplaceRoot(name, kind string) error {
 	if err != nil {
 		return err
 	}
-	// mq and noqueue take no options, so the generic qdisc (kind only) is
-	// the whole request.
+	// mq, noqueue and pfifo_fast need no options (pfifo_fast_init ignores
+	// them), so the generic qdisc (kind only) is the whole request.
 	q := &netlink.GenericQdisc{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Parent: netlink.HANDLE_ROOT},
 		QdiscType:  kind,
@@ -78,4 +78,37 @@ func (rtnl) ReplaceRoot(name, kind string) error {
 		return fmt.Errorf("replace root qdisc %s: %w", kind, err)
 	}
 	return nil
+}
+
+// QdiscStat is one qdisc of an interface and its counters (tc -s qdisc).
+type QdiscStat struct {
+	Kind     string // "mq", "pfifo_fast", "noqueue"
+	Handle   string // "1:0"; noqueue's "0:0"
+	Parent   string // "root", or the parent class ("1:2" is mq's tx-1)
+	Drops    uint64 // packets the qdisc dropped (a full queue)
+	Requeues uint64 // packets the driver gave back (a queue stopped after the qdisc dequeued)
+	Backlog  uint64 // packets queued now
+}
+
+// QdiscStats lists the qdiscs of an interface with their counters. A
+// noqueue qdisc counts nothing: its drops are the device's tx_dropped.
+func QdiscStats(name string) ([]QdiscStat, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := netlink.QdiscList(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QdiscStat, 0, len(qs))
+	for _, q := range qs {
+		a := q.Attrs()
+		s := QdiscStat{Kind: q.Type(), Handle: netlink.HandleStr(a.Handle), Parent: netlink.HandleStr(a.Parent)}
+		if a.Statistics != nil && a.Statistics.Queue != nil {
+			s.Drops, s.Requeues, s.Backlog = uint64(a.Statistics.Queue.Drops), uint64(a.Statistics.Queue.Requeues), uint64(a.Statistics.Queue.Qlen)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

@@ -1,6 +1,6 @@
 // Package nic tunes the primary network interface for one pinned worker per
 // CPU: channels = min(max, CPUs), interrupt moderation, GRO off, link up,
-// mq root qdisc with noqueue children, queue IRQ i -> CPU i, XPS tx-i ->
+// mq root qdisc with pfifo_fast children, queue IRQ i -> CPU i, XPS tx-i ->
 // CPU i, RPS off (case study steps 5, 6, 8 and 9).
 //
 // Every step takes its file-system roots (sysfs, procfs) and its

@@ -321,7 +321,7 @@ func TestVirtioSteps(t *testing.T) {
 	if !strings.Contains(res["nic-coalesce"].Reason, "neither adaptive RX nor static") {
 		t.Errorf("coalesce reason %q", res["nic-coalesce"].Reason)
 	}
-	if et.ch.CombinedCount != 4 || et.features["rx-gro"] || !nl.up || nl.root != "mq" || !allNoqueue(nl.children) {
+	if et.ch.CombinedCount != 4 || et.features["rx-gro"] || !nl.up || nl.root != "mq" || !allKind(nl.children, "noqueue") {
 		t.Errorf("state after steps: channels %d gro %v up %v qdisc %s %v", et.ch.CombinedCount, et.features["rx-gro"], nl.up, nl.root, nl.children)
 	}
 	for q := 0; q < 4; q++ {

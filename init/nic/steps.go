@@ -45,6 +45,11 @@ type Tuner struct {
 	// real clock.
 	Clock Clock
 
+	// DefaultQdisc is the kind net.core.default_qdisc names (the sysctl
+	// steps set it before the NIC comes up): what nic-qdisc wants under
+	// mq, or as the root of a single-queue device; "" is noqueue.
+	DefaultQdisc string
+
 	// work is the workload's CPU list once nic-spread ran (CPUs before).
 	work []int
 }
@@ -429,9 +434,10 @@ func (t *Tuner) verifyLinkUp(context.Context, boot.Detail) error {
 }
 
 // applyQdisc makes the root qdisc mq, whose children are created with
-// net.core.default_qdisc (noqueue, set by the sysctl steps): no qdisc lock
-// on transmit. A single-queue device cannot have mq; its root is the
-// default qdisc itself, noqueue.
+// net.core.default_qdisc (set by the sysctl steps; DefaultQdisc): one
+// qdisc per tx queue, each used by one CPU (XPS), so its lock is never
+// contended. A single-queue device cannot have mq; its root is the
+// default qdisc itself.
 func (t *Tuner) applyQdisc(p *qdiscPlan, d boot.Detail) error {
 	if t.Opt.Qdisc == config.QdiscKeep {
 		return boot.Skip("nic.qdisc=keep")
@@ -444,13 +450,14 @@ func (t *Tuner) applyQdisc(p *qdiscPlan, d boot.Detail) error {
 	if err != nil {
 		return fmt.Errorf("qdisc list %s: %w", t.Link.Name, err)
 	}
+	kind := t.defaultQdisc()
 	want := "mq"
 	if len(txq) <= 1 {
-		want = "noqueue"
+		want = kind
 	}
-	p.root = want
+	p.root, p.child = want, kind
 	d["want"] = want
-	if root == want && (want == "noqueue" || allNoqueue(children)) {
+	if root == want && (want == kind || allKind(children, kind)) {
 		d["changed"] = "no"
 		return nil
 	}
@@ -461,18 +468,28 @@ func (t *Tuner) applyQdisc(p *qdiscPlan, d boot.Detail) error {
 	return nil
 }
 
-func allNoqueue(kinds []string) bool {
+// defaultQdisc is DefaultQdisc, noqueue when unset.
+func (t *Tuner) defaultQdisc() string {
+	if t.DefaultQdisc == "" {
+		return "noqueue"
+	}
+	return t.DefaultQdisc
+}
+
+func allKind(kinds []string, kind string) bool {
 	for _, k := range kinds {
-		if k != "noqueue" {
+		if k != kind {
 			return false
 		}
 	}
 	return len(kinds) > 0
 }
 
-// qdiscPlan is the root qdisc nic-qdisc settled on.
+// qdiscPlan is the root qdisc nic-qdisc settled on and the kind of mq's
+// children.
 type qdiscPlan struct {
-	root string // mq, or noqueue on a single-queue device
+	root  string // mq, or the default qdisc on a single-queue device
+	child string // net.core.default_qdisc
 }
 
 func (t *Tuner) verifyQdisc(p *qdiscPlan, d boot.Detail) error {
@@ -485,8 +502,8 @@ func (t *Tuner) verifyQdisc(p *qdiscPlan, d boot.Detail) error {
 	if root != p.root {
 		return fmt.Errorf("root qdisc %s, want %s", root, p.root)
 	}
-	if root == "mq" && !allNoqueue(children) {
-		return fmt.Errorf("mq children %v, want noqueue (is net.core.default_qdisc noqueue?)", children)
+	if root == "mq" && !allKind(children, p.child) {
+		return fmt.Errorf("mq children %v, want %s (is net.core.default_qdisc %s?)", children, p.child, p.child)
 	}
 	return nil
 }

@@ -189,7 +189,15 @@ type NIC struct {
 	// Qdisc is the root qdisc kind ("mq") and Children the kinds under it.
 	Qdisc    string   `json:"qdisc"`
 	Children []string `json:"qdisc_children"`
-	GRO      string   `json:"gro"` // "on", "off" or "unknown"
+	// TxDropped is the device's tx_dropped when the report was made
+	// (statistics/tx_dropped): under noqueue, packets the stack handed to
+	// a stopped queue ("Virtual device ... asks to queue packet!").
+	// QdiscDrops is the root qdisc's drops (0 under noqueue, which counts
+	// nothing). Both keep counting in the metrics
+	// (hotpath_netdev_tx_dropped_total, hotpath_qdisc_drops_total).
+	TxDropped  uint64 `json:"tx_dropped"`
+	QdiscDrops uint64 `json:"qdisc_drops"`
+	GRO        string `json:"gro"` // "on", "off" or "unknown"
 	// Coalesce holds the interrupt moderation settings read back.
 	Coalesce map[string]string `json:"coalesce,omitempty"`
 }

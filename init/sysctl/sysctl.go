@@ -30,8 +30,14 @@ type Setting struct {
 //     sleeping for the interrupt (case study step 6); values come from config.
 //   - somaxconn/tcp_max_syn_backlog: a benchmark opens hundreds of
 //     connections at once; the accept queue must not overflow.
-//   - default_qdisc=noqueue: no qdisc lock on transmit (step 8); must be set
-//     before the NIC comes up so mq gets noqueue children.
+//   - default_qdisc=pfifo_fast: the case study's step 8 (noqueue) decided
+//     again on Linux 6.12, whose ENA and virtio_net run byte queue limits:
+//     behind noqueue a queue that BQL or a full ring stops drops the packet
+//     ("Virtual device eth0 asks to queue packet!"), behind pfifo_fast it
+//     waits. 6.12's pfifo_fast takes no qdisc lock (TCQ_F_NOLOCK) and is
+//     bypassed while empty (TCQ_F_CAN_BYPASS); one per tx queue under mq,
+//     each used by one CPU (XPS). Measured in README "Step 8 on Linux
+//     6.12". Must be set before the NIC comes up so mq gets these children.
 //   - tcp_congestion_control=reno: cheapest per-ACK work (step 9).
 //   - netdev_max_backlog: room for bursts between NAPI polls.
 //   - tcp_slow_start_after_idle=0: keep-alive connections keep their window.
@@ -42,7 +48,7 @@ func Defaults(busyPoll, busyRead int) []Setting {
 		{"net.core.busy_read", fmt.Sprint(busyRead)},
 		{"net.core.somaxconn", "65535"},
 		{"net.ipv4.tcp_max_syn_backlog", "65535"},
-		{"net.core.default_qdisc", "noqueue"},
+		{"net.core.default_qdisc", "pfifo_fast"},
 		{"net.ipv4.tcp_congestion_control", "reno"},
 		{"net.core.netdev_max_backlog", "65536"},
 		{"net.ipv4.tcp_slow_start_after_idle", "0"},

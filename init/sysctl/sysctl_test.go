@@ -66,7 +66,7 @@ func TestSteps(t *testing.T) {
 		}
 	}
 	for name, v := range map[string]string{
-		"net.core.busy_poll": "50", "net.core.somaxconn": "1024", "net.core.default_qdisc": "noqueue",
+		"net.core.busy_poll": "50", "net.core.somaxconn": "1024", "net.core.default_qdisc": "pfifo_fast",
 		"net.ipv4.tcp_rmem": "4096 262144 8388608", "net.ipv4.tcp_max_syn_backlog": "65535",
 	} {
 		if got, err := Read(root, name); err != nil || got != v {

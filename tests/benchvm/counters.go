@@ -37,11 +37,18 @@ type counters struct {
 	// deferral's gro_flush_timeout timer schedules, which the queue
 	// interrupt count does not see.
 	NetRx float64
+	// TxDropped is the NIC's tx_dropped (hotpath_netdev_tx_dropped_total:
+	// under noqueue, every packet handed to a stopped queue), QdiscDrops
+	// the drops of its qdiscs, Retrans the TCP segments retransmitted
+	// (hotpath_netstat_Tcp_RetransSegs).
+	TxDropped, QdiscDrops, Retrans float64
 }
 
 // sub is c - base: what happened between two readings.
 func (c counters) sub(base counters) counters {
-	return counters{IRQs: c.IRQs - base.IRQs, RxIRQs: c.RxIRQs - base.RxIRQs, Busy: c.Busy - base.Busy, Idle: c.Idle - base.Idle, Ctxt: c.Ctxt - base.Ctxt, NetRx: c.NetRx - base.NetRx}
+	return counters{IRQs: c.IRQs - base.IRQs, RxIRQs: c.RxIRQs - base.RxIRQs, Busy: c.Busy - base.Busy, Idle: c.Idle - base.Idle,
+		Ctxt: c.Ctxt - base.Ctxt, NetRx: c.NetRx - base.NetRx,
+		TxDropped: c.TxDropped - base.TxDropped, QdiscDrops: c.QdiscDrops - base.QdiscDrops, Retrans: c.Retrans - base.Retrans}
 }
 
 // parseCounters reads a Prometheus text exposition. A guest that exports
@@ -87,6 +94,24 @@ func parseCounters(r io.Reader) (counters, error) {
 			c.RxIRQs += v
 		}
 	}
+	sum := func(name string) float64 {
+		var v float64
+		if f := fams[name]; f != nil {
+			for _, m := range f.Metric {
+				v += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+			}
+		}
+		return v
+	}
+	// Only the root's drops: mq's stats are the sum of its children's.
+	if f := fams["hotpath_qdisc_drops_total"]; f != nil {
+		for _, m := range f.Metric {
+			if label(m, "parent") == "root" {
+				c.QdiscDrops += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+			}
+		}
+	}
+	c.TxDropped, c.Retrans = sum("hotpath_netdev_tx_dropped_total"), sum("hotpath_netstat_Tcp_RetransSegs")
 	for _, m := range cpu.Metric {
 		v := m.GetCounter().GetValue()
 		switch label(m, "mode") {

@@ -63,8 +63,26 @@ func specs(s Step10, source61 string) []spec {
 		{Key: "6.12-prefer", Name: "6.12, prefer-busy-poll only", Cmdline: noDeferral + " " + preferFlagOnly},
 		{Key: "6.12-step10", Name: "6.12, step 10 on", Cmdline: s.deferral() + " " + preferOn},
 		{Key: "stock", Name: "stock Debian kernel", Stock: true},
+		// Step 8 (issue 38): what a stopped transmit queue costs behind
+		// each qdisc, on 6.12 whose virtio_net runs byte queue limits.
+		// Step 10 off in all three, every setting written out.
+		{Key: "6.12-noqueue", Name: "6.12, noqueue, BQL on", Cmdline: step8Base + " " + noqueue + " hotpath.nic.bql=on"},
+		{Key: "6.12-bql-inert", Name: "6.12, noqueue, BQL inert", Cmdline: step8Base + " " + noqueue + " hotpath.nic.bql=inert"},
+		{Key: "6.12-pfifo", Name: "6.12, pfifo_fast, BQL on", Cmdline: step8Base + " " + pfifoFast + " hotpath.nic.bql=on"},
 	}
 }
+
+// The step-8 guests' settings. pfifo_fast is the queueing qdisc the
+// kernel always has (net/sched/sch_generic.c); fq is not built
+// (CONFIG_NET_SCH_FQ is off in kernel-config). With nic.qdisc=keep the
+// device keeps what the kernel attached at open: mq with
+// net.core.default_qdisc children for several queues, the default qdisc
+// itself for one.
+const (
+	step8Base = noDeferral + " " + preferOff
+	noqueue   = "hotpath.nic.qdisc=mq hotpath.sysctl.net.core.default_qdisc=noqueue"
+	pfifoFast = "hotpath.nic.qdisc=keep hotpath.sysctl.net.core.default_qdisc=pfifo_fast"
+)
 
 // DefaultGuests is what `make bench-vm` compares.
 const DefaultGuests = "6.1,6.12,6.12-step10,stock"

@@ -53,15 +53,20 @@ import (
 )
 
 var (
-	stockRoot = flag.String("stock", "", "root of an unpacked linux-image-*-amd64 package (boot/vmlinuz-*, lib/modules/*); default: /boot if installed, else downloaded with apt-get into the cache")
-	cpus      = flag.Int("cpus", 2, "vCPUs of each guest")
-	duration  = flag.Duration("d", 10*time.Second, "wrk duration per run")
-	warmup    = flag.Duration("warmup", 3*time.Second, "an uncounted wrk run per guest before the first round (TCG translates the hot code on first use)")
-	conns     = flag.Int("c", 64, "wrk connections")
-	threads   = flag.Int("t", 2, "wrk threads")
-	runs      = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
-	path      = flag.String("path", "/json", "request path")
-	guestList = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-prefer (prefer-busy-poll without deferral), 6.12-step10, stock")
+	stockRoot  = flag.String("stock", "", "root of an unpacked linux-image-*-amd64 package (boot/vmlinuz-*, lib/modules/*); default: /boot if installed, else downloaded with apt-get into the cache")
+	cpus       = flag.Int("cpus", 2, "vCPUs of each guest")
+	duration   = flag.Duration("d", 10*time.Second, "wrk duration per run")
+	warmup     = flag.Duration("warmup", 3*time.Second, "an uncounted wrk run per guest before the first round (TCG translates the hot code on first use)")
+	conns      = flag.Int("c", 64, "wrk connections")
+	threads    = flag.Int("t", 2, "wrk threads")
+	runs       = flag.Int("runs", 3, "rounds; each runs every guest once, the median is reported")
+	path       = flag.String("path", "/json", "request path")
+	queues     = flag.Int("queues", 0, "virtio-net queue pairs of each guest; 0 is one per vCPU")
+	wrkTimeout = flag.Duration("wrk-timeout", 30*time.Second, "wrk --timeout: a request slower than this counts as a timeout and is left out of the latency percentiles")
+	pipeline   = flag.Int("pipeline", 1, "requests sent back to back on a connection before reading their answers; above 1 the load is tests/txload's, not wrk's (whose percentiles are wrong with pipelining)")
+	bodyLen    = flag.Int("body-len", 0, "with -pipeline: each answer's body length, checked (0: not checked)")
+	guestList  = flag.String("guests", DefaultGuests, "guests to compare, comma-separated: 6.1, 6.1-step10 (what 6.1 makes of step 10: no EPIOCSPARAMS), 6.12, 6.12-defer (deferral without prefer-busy-poll), 6.12-prefer (prefer-busy-poll without deferral), 6.12-step10, stock; "+
+		"step 8: 6.12-noqueue (BQL on), 6.12-bql-inert (noqueue, BQL inert), 6.12-pfifo (pfifo_fast, BQL on)")
 	source61  = flag.String("source-6.1", "/usr/src/linux-source-6.1.tar.xz", "kernel source of the 6.1 guest (image.Options.KernelSource)")
 	deferIRQs = flag.Int("defer-hard-irqs", 100, "nic.defer_hard_irqs of the step-10 guests")
 	groFlush  = flag.Duration("gro-flush-timeout", 50*time.Microsecond, "nic.gro_flush_timeout of the step-10 guests")
@@ -134,7 +139,7 @@ func run(ctx context.Context) error {
 func prepare(ctx context.Context, sel []spec, work, accel string) ([]*guest, error) {
 	var out []*guest
 	for i, s := range sel {
-		g := &guest{spec: s, cfg: vm.Config{CPUs: *cpus, Accel: accel}}
+		g := &guest{spec: s, cfg: vm.Config{CPUs: *cpus, Accel: accel, Queues: *queues}}
 		if s.Stock {
 			kernel, initrd, err := stockGuest(ctx, work)
 			if err != nil {
@@ -184,6 +189,27 @@ var (
 	reqsTotal  = regexp.MustCompile(`(\d+) requests in `)
 	non2xx     = regexp.MustCompile(`Non-2xx or 3xx responses:\s+(\d+)`)
 )
+
+var p99 = regexp.MustCompile(`(?m)^\s*99%\s+([\d.]+)(us|ms|s)\s*$`)
+
+// parseP99 returns wrk --latency's 99th percentile (with -pipeline, of a
+// whole batch of requests).
+func parseP99(out []byte) (time.Duration, error) {
+	m := p99.FindSubmatch(out)
+	if m == nil {
+		return 0, errors.New("wrk: no 99% line (run with --latency)")
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		return 0, err
+	}
+	if v == 0 {
+		// wrk records no latency above its --timeout: all of them were.
+		return 0, errors.New("wrk: 99% is 0: no batch completed within --timeout")
+	}
+	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[string(m[2])]
+	return time.Duration(v * float64(unit)), nil
+}
 
 // parseWrk returns wrk's requests/s and the requests it completed.
 func parseWrk(out []byte) (rps float64, requests int64, err error) {

@@ -166,3 +166,44 @@ func TestKernelCached(t *testing.T) {
 		t.Error("kernelCached(6.1) false with an x86_64 6.1.158 config in the cache")
 	}
 }
+
+func TestParseP99(t *testing.T) {
+	out := []byte(`Running 10s test @ http://10.0.2.15:8080/large
+  Latency Distribution
+     50%    1.20ms
+     75%    2.31ms
+     90%    5.00ms
+     99%  212.34ms
+  1234 requests in 10.00s, 40.00MB read
+`)
+	d, err := parseP99(out)
+	if err != nil || d != 212340*time.Microsecond {
+		t.Fatalf("p99 %v, %v; want 212.34ms", d, err)
+	}
+	if _, err := parseP99([]byte("Requests/sec: 12.0\n")); err == nil {
+		t.Fatal("no error without a 99% line")
+	}
+}
+
+func TestParseCountersDrops(t *testing.T) {
+	text := `hotpath_interrupts_total{cpu="0",irq="25",name="virtio1-input.0",queue="0"} 10
+hotpath_cpu_seconds_total{cpu="0",mode="user"} 2
+hotpath_netdev_tx_dropped_total{device="eth0"} 17
+hotpath_netstat_Tcp_RetransSegs 5
+hotpath_qdisc_drops_total{device="eth0",kind="mq",handle="0:0",parent="root"} 3
+hotpath_qdisc_drops_total{device="eth0",kind="pfifo_fast",handle="0:0",parent=":1"} 3
+`
+	c, err := parseCounters(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TxDropped != 17 || c.Retrans != 5 || c.QdiscDrops != 3 {
+		t.Fatalf("tx_dropped %v retrans %v qdisc drops %v; want 17 5 3 (the root's only)", c.TxDropped, c.Retrans, c.QdiscDrops)
+	}
+}
+
+func TestParseP99NoneRecorded(t *testing.T) {
+	if _, err := parseP99([]byte("  Latency Distribution\n     99%    0.00us\n")); err == nil {
+		t.Fatal("a 0 percentile (every batch past --timeout) read as a latency")
+	}
+}

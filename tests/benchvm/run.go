@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/init/napi"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/txload"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
 
@@ -33,7 +34,11 @@ type guest struct {
 type sample struct {
 	RPS      float64
 	Requests int64
+	P99      time.Duration // wrk --latency's 99th percentile
 	Delta    counters
+	// DropLines counts the console's "asks to queue packet" lines during
+	// the run (net_crit_ratelimited: at most 10 per 5 s are printed).
+	DropLines int
 	// Stalls counts the scrapes of the management port around the run
 	// that got no answer in time and were tried again.
 	Stalls int
@@ -115,25 +120,54 @@ func (g *guest) run(ctx context.Context, d time.Duration) (sample, error) {
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: before the run: %w", g.Name, err)
 	}
-	url := "http://" + net.JoinHostPort(g.Addr, "8080") + *path
-	cmd := g.Netns.Command(ctx, "wrk", "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns), "-d", d.String(), url)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return sample{}, fmt.Errorf("%s: wrk: %v\n%s", g.Name, err, out)
+	lines := dropLines(g.Console.String())
+	var (
+		rps float64
+		n   int64
+		p99 time.Duration
+	)
+	if *pipeline > 1 {
+		l := txload.Load{Conns: *conns, Depth: *pipeline, Path: *path, BodyLen: *bodyLen, Duration: d}
+		r := l.Run(ctx, func(ctx context.Context) (net.Conn, error) {
+			return g.Netns.DialContext(ctx, "tcp", net.JoinHostPort(g.Addr, "8080"))
+		})
+		for _, err := range r.Errors {
+			log.Printf("%s: %v", g.Name, err)
+		}
+		if r.Answers == 0 || len(r.Batches) == 0 {
+			return sample{}, fmt.Errorf("%s: no answer (%d errors)", g.Name, len(r.Errors))
+		}
+		rps, n, p99 = float64(r.Answers)/d.Seconds(), int64(r.Answers), r.Percentile(99)
+	} else {
+		url := "http://" + net.JoinHostPort(g.Addr, "8080") + *path
+		args := []string{"--latency", "--timeout", wrkTimeout.String(), "-t", strconv.Itoa(*threads), "-c", strconv.Itoa(*conns), "-d", d.String(), url}
+		out, err := g.Netns.Command(ctx, "wrk", args...).CombinedOutput()
+		if err != nil {
+			return sample{}, fmt.Errorf("%s: wrk: %v\n%s", g.Name, err, out)
+		}
+		if rps, n, err = parseWrk(out); err != nil {
+			return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
+		}
+		if n == 0 {
+			return sample{}, fmt.Errorf("%s: wrk completed no request\n%s", g.Name, out)
+		}
+		if p99, err = parseP99(out); err != nil {
+			return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
+		}
 	}
 	after, stalls2, err := readCounters(ctx, g.Netns.DialContext, g.Addr)
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: after the run: %w", g.Name, err)
 	}
-	rps, n, err := parseWrk(out)
-	if err != nil {
-		return sample{}, fmt.Errorf("%s: %w\n%s", g.Name, err, out)
-	}
-	if n == 0 {
-		return sample{}, fmt.Errorf("%s: wrk completed no request\n%s", g.Name, out)
-	}
-	return sample{RPS: rps, Requests: n, Delta: after.sub(before), Stalls: stalls + stalls2}, nil
+	return sample{RPS: rps, Requests: n, P99: p99, Delta: after.sub(before), Stalls: stalls + stalls2,
+		DropLines: dropLines(g.Console.String()) - lines}, nil
 }
+
+// DropLine is what 6.12's __dev_queue_xmit logs when a noqueue device's
+// queue is stopped: the packet is dropped.
+const DropLine = "asks to queue packet!"
+
+func dropLines(console string) int { return strings.Count(console, DropLine) }
 
 // rounds warms every guest up, then runs *runs rounds, each guest once per
 // round, the order rotated by one each round.
@@ -156,8 +190,9 @@ func rounds(ctx context.Context, gs []*guest) error {
 				g.failed++
 				continue
 			}
-			log.Printf("round %d: %-24s %8.0f req/s %6.3f irq/req %6.3f rx irq/req %6.3f NET_RX/req %6.3f cs/req %8.1f µs CPU/req",
-				r+1, g.Name, s.RPS, s.perRequest(s.Delta.IRQs), s.perRequest(s.Delta.RxIRQs), s.perRequest(s.Delta.NetRx), s.perRequest(s.Delta.Ctxt), 1e6*s.perRequest(s.Delta.Busy))
+			log.Printf("round %d: %-24s %8.0f req/s %6.3f irq/req %6.3f rx irq/req %6.3f NET_RX/req %6.3f cs/req %8.1f µs CPU/req p99 %v; tx_dropped %.0f qdisc drops %.0f retransmits %.0f drop lines %d",
+				r+1, g.Name, s.RPS, s.perRequest(s.Delta.IRQs), s.perRequest(s.Delta.RxIRQs), s.perRequest(s.Delta.NetRx), s.perRequest(s.Delta.Ctxt), 1e6*s.perRequest(s.Delta.Busy), s.P99,
+				s.Delta.TxDropped, s.Delta.QdiscDrops, s.Delta.Retrans, s.DropLines)
 			g.samples = append(g.samples, s)
 		}
 	}
@@ -167,7 +202,11 @@ func rounds(ctx context.Context, gs []*guest) error {
 // summary is a guest's medians over its runs.
 type summary struct {
 	RPS, IRQs, RxIRQs, NetRx, Ctxt, CPUMicros, Busy float64
+	P99                                             time.Duration
 	Stalls                                          int // total over the runs
+	// Totals over the runs: drops and retransmits are counts, not rates.
+	TxDropped, QdiscDrops, Retrans float64
+	DropLines                      int
 }
 
 func summarize(ss []sample) summary {
@@ -178,12 +217,17 @@ func summarize(ss []sample) summary {
 		}
 		return median(v)
 	}
-	stalls := 0
+	var t summary
 	for _, s := range ss {
-		stalls += s.Stalls
+		t.Stalls += s.Stalls
+		t.TxDropped += s.Delta.TxDropped
+		t.QdiscDrops += s.Delta.QdiscDrops
+		t.Retrans += s.Delta.Retrans
+		t.DropLines += s.DropLines
 	}
 	return summary{
-		Stalls:    stalls,
+		Stalls: t.Stalls, TxDropped: t.TxDropped, QdiscDrops: t.QdiscDrops, Retrans: t.Retrans, DropLines: t.DropLines,
+		P99:       time.Duration(med(func(s sample) float64 { return float64(s.P99) })),
 		RPS:       med(func(s sample) float64 { return s.RPS }),
 		IRQs:      med(func(s sample) float64 { return s.perRequest(s.Delta.IRQs) }),
 		RxIRQs:    med(func(s sample) float64 { return s.perRequest(s.Delta.RxIRQs) }),
@@ -213,13 +257,23 @@ func median(v []float64) float64 {
 
 // printTable writes the side-by-side result.
 func printTable(w io.Writer, gs []*guest, accel string) {
-	fmt.Fprintf(w, "\nbench-vm: GET %s, %d vCPUs under %s, wrk -t%d -c%d -d%v, median of %d interleaved rounds\n",
-		*path, *cpus, accel, *threads, *conns, *duration, *runs)
-	fmt.Fprintf(w, "  %-28s %-22s %10s %9s %11s %11s %8s %12s %9s %7s %6s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "NET_RX/req", "cs/req", "CPU µs/req", "CPU busy", "stalls", "failed")
+	load := fmt.Sprintf("wrk -t%d -c%d -d%v", *threads, *conns, *duration)
+	if *pipeline > 1 {
+		load = fmt.Sprintf("tests/txload %d connections x %d pipelined for %v", *conns, *pipeline, *duration)
+	}
+	fmt.Fprintf(w, "\nbench-vm: GET %s, %d vCPUs, %s queue pairs under %s, %s, median of %d interleaved rounds\n",
+		*path, *cpus, queueCount(), accel, load, *runs)
+	fmt.Fprintf(w, "  %-26s %-22s %10s %9s %11s %11s %8s %12s %9s %9s %10s %10s %8s %7s %6s\n", "guest", "kernel", "req/s", "irq/req", "rx irq/req", "NET_RX/req", "cs/req", "CPU µs/req", "CPU busy",
+		"p99", "tx_dropped", "qdisc drop", "retrans", "stalls", "failed")
 	for _, g := range gs {
 		s := summarize(g.samples)
-		fmt.Fprintf(w, "  %-28s %-22s %10.0f %9.3f %11.3f %11.3f %8.3f %12.1f %8.0f%% %7d %6d\n",
-			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.NetRx, s.Ctxt, s.CPUMicros, 100*s.Busy, s.Stalls, g.failed)
+		fmt.Fprintf(w, "  %-26s %-22s %10.0f %9.3f %11.3f %11.3f %8.3f %12.1f %8.0f%% %9v %10.0f %10.0f %8.0f %7d %6d\n",
+			g.Name, g.kernel, s.RPS, s.IRQs, s.RxIRQs, s.NetRx, s.Ctxt, s.CPUMicros, 100*s.Busy, s.P99.Round(10*time.Microsecond), s.TxDropped, s.QdiscDrops, s.Retrans, s.Stalls, g.failed)
+	}
+	fmt.Fprintln(w, "  p99: of a request (wrk --latency) or, with -pipeline, of a batch from its write to its last answer (tests/txload), median over the runs; tx_dropped (hotpath_netdev_tx_dropped_total), qdisc drop (root qdisc),")
+	fmt.Fprintln(w, "  retrans (Tcp RetransSegs): totals over the counted runs. Console lines \""+DropLine+"\" (rate-limited) per guest:")
+	for _, g := range gs {
+		fmt.Fprintf(w, "    %s: %d\n", g.Name, summarize(g.samples).DropLines)
 	}
 	fmt.Fprintln(w, "  irq/req: the NIC's queue interrupts (all CPUs) per completed request; rx: the receive lines only;")
 	fmt.Fprintln(w, "  NET_RX/req: the guest's NET_RX softirqs (/proc/softirqs, all CPUs), the deferral timer's polls included;")
@@ -236,4 +290,11 @@ func printTable(w io.Writer, gs []*guest, accel string) {
 		fmt.Fprintln(w, "        requests/s and CPU per request are only indicative; interrupts per request are the guest kernel's")
 		fmt.Fprintln(w, "        own count and the telling figure. Run with HOTPATH_KVM=1 where KVM works for real throughput.")
 	}
+}
+
+func queueCount() string {
+	if *queues == 0 {
+		return strconv.Itoa(*cpus)
+	}
+	return strconv.Itoa(*queues)
 }

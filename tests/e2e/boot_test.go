@@ -14,6 +14,7 @@ import (
 
 	"github.com/hotpath-dev/hotpath/init/config"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/txload"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
 
@@ -167,7 +168,38 @@ func checkAppliance(t *testing.T, b *booted) {
 		}
 		reportErrs(t, CheckBusyPollLine(want, b.Console.String()))
 	})
+	t.Run("txdrops", func(t *testing.T) { checkTxDrops(t, b) })
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "") })
+}
+
+// applianceTxLoad is the load the txdrops check drives: the one that
+// dropped packets under noqueue with 6.12's BQL (README "Step 8").
+var applianceTxLoad = txload.Load{Conns: 256, Depth: 8, Path: "/large", BodyLen: 32 << 10, Duration: 8 * time.Second}
+
+// checkTxDrops drives applianceTxLoad and then reads, from outside, the
+// guest's /metrics (tx_dropped, the root qdisc's drops) and its console:
+// with the default qdisc nothing is dropped on transmit.
+func checkTxDrops(t *testing.T, b *booted) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := applianceTxLoad.Run(ctx, b.dial)
+	reportErrs(t, r.Errors)
+	if r.Answers == 0 {
+		t.Fatal("the load got no answer")
+	}
+	t.Logf("%d answers of %d bytes on %d connections, %d pipelined, in %v; batch p99 %v", r.Answers, applianceTxLoad.BodyLen,
+		applianceTxLoad.Conns, applianceTxLoad.Depth, applianceTxLoad.Duration, r.Percentile(99))
+	resp, err := b.Netns.HTTPClient(time.Minute).Get("http://" + net.JoinHostPort(b.Addr, "9100") + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	d, err := ParseTxDrops(resp.Body, b.rep.Facts.NIC.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("root qdisc %s: tx_dropped %v, qdisc drops %v", d.Qdisc, d.TxDropped, d.QdiscDrops)
+	reportErrs(t, CheckNoTxDrops(d, b.Console.String()))
 }
 
 func checkHTTP(t *testing.T, b *booted) {

@@ -24,7 +24,7 @@ import (
 // applied or skipped with a reason.
 var nicSteps = []string{
 	"nic-channels", "nic-tx-push-buf", "nic-coalesce", "nic-gro", "nic-link-up",
-	"nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps", "nic-napi-defer",
+	"nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps", "nic-bql", "nic-napi-defer",
 }
 
 // requiredSysctls are the sysctls the case study's steps rest on, with the
@@ -35,7 +35,7 @@ var nicSteps = []string{
 var requiredSysctls = map[string]string{
 	"net.core.busy_poll":              "",
 	"net.core.busy_read":              "",
-	"net.core.default_qdisc":          "noqueue",
+	"net.core.default_qdisc":          "pfifo_fast",
 	"net.ipv4.tcp_congestion_control": "reno",
 }
 
@@ -208,7 +208,7 @@ type Network struct {
 
 // CheckLocality checks the NIC and network tuning on a virtio-net guest
 // with one queue pair per CPU: queue i's IRQs and XPS on CPU i, RPS off, mq
-// with noqueue children, GRO off, the busy-poll and congestion sysctls, no
+// with pfifo_fast children, GRO off, the busy-poll and congestion sysctls, no
 // AF_PACKET socket left by DHCP, the lease installed forever.
 func CheckLocality(f *report.Facts, cpus int, net Network) []error {
 	var errs []error
@@ -277,8 +277,8 @@ func CheckLocality(f *report.Facts, cpus int, net Network) []error {
 		bad("%d child qdiscs for %d tx queues", len(n.Children), n.TxQueues)
 	}
 	for i, c := range n.Children {
-		if c != "noqueue" {
-			bad("child qdisc %d is %q, want noqueue", i, c)
+		if c != "pfifo_fast" {
+			bad("child qdisc %d is %q, want pfifo_fast", i, c)
 		}
 	}
 	if n.GRO != "off" {

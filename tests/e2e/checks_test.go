@@ -30,6 +30,7 @@ func goodReport() *report.Report {
 			{Name: "nic-xps", Status: report.Applied},
 			{Name: "nic-rps", Status: report.Applied},
 			{Name: "nic-tx-push-buf", Status: report.Skipped, Reason: "driver virtio_net offers no tx-push-buf-len (only ENA in LLQ mode does, Linux 6.5+)"},
+			{Name: "nic-bql", Status: report.Skipped, Reason: "the kernel's dynamic byte queue limits stay (nic.bql=on, or auto with a queueing qdisc)"},
 			{Name: "nic-napi-defer", Status: report.Skipped, Reason: "napi_defer_hard_irqs and gro_flush_timeout left at the kernel's defaults"},
 		},
 		Facts: report.Facts{
@@ -40,7 +41,7 @@ func goodReport() *report.Report {
 			Cmdline: "console=ttyS0 mitigations=off",
 			Sysctls: map[string]string{
 				"net.core.busy_poll": "50", "net.core.busy_read": "50",
-				"net.core.default_qdisc": "noqueue", "net.ipv4.tcp_congestion_control": "reno",
+				"net.core.default_qdisc": "pfifo_fast", "net.ipv4.tcp_congestion_control": "reno",
 			},
 			NIC: &report.NIC{
 				Name: "eth0", Driver: "virtio_net", MTU: 1500, Addrs: []string{"10.77.0.2/24"},
@@ -54,7 +55,7 @@ func goodReport() *report.Report {
 				XPS:      map[string]string{"tx-0": "1", "tx-1": "00000002"},
 				RPS:      map[string]string{"rx-0": "0", "rx-1": "00000000"},
 				Qdisc:    "mq",
-				Children: []string{"noqueue", "noqueue"},
+				Children: []string{"pfifo_fast", "pfifo_fast"},
 				GRO:      "off",
 			},
 		},
@@ -155,7 +156,7 @@ func TestChecksCatchViolations(t *testing.T) {
 		{"xps", func(r *report.Report) { r.Facts.NIC.XPS["tx-1"] = "3" }, "XPS tx-1"},
 		{"rps on", func(r *report.Report) { r.Facts.NIC.RPS["rx-0"] = "3" }, "RPS rx-0"},
 		{"qdisc", func(r *report.Report) { r.Facts.NIC.Qdisc = "fq_codel" }, "fq_codel"},
-		{"child qdisc", func(r *report.Report) { r.Facts.NIC.Children[1] = "pfifo_fast" }, "pfifo_fast"},
+		{"child qdisc", func(r *report.Report) { r.Facts.NIC.Children[1] = "noqueue" }, "noqueue"},
 		{"gro", func(r *report.Report) { r.Facts.NIC.GRO = "on" }, "GRO"},
 		{"lifetime", func(r *report.Report) { r.Facts.NIC.Lifetime = "3600" }, "lifetime"},
 		{"address", func(r *report.Report) { r.Facts.NIC.Addrs = nil }, "10.77.0.2/24"},

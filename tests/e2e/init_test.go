@@ -192,7 +192,7 @@ func TestInitHolds(t *testing.T) {
 // does.
 var allSteps = []string{"mounts", "loopback", "rlimit-nofile", "workload-cpus", "cpu-governor", "cpu-latency",
 	"nic-discover", "nic-channels", "nic-tx-push-buf", "nic-spread", "nic-gro", "nic-link-up", "nic-coalesce", "nic-qdisc", "nic-irq-affinity", "nic-xps", "nic-rps",
-	"nic-napi-defer", "net-dhcp", "power-button"}
+	"nic-bql", "nic-napi-defer", "net-dhcp", "power-button"}
 
 // TestInitWorkloadExitsAtOnce: a workload that exits at every start still
 // gets exactly one full boot report, at the ready deadline, with every

@@ -41,7 +41,7 @@ func goodSnapshot() *inspector.Snapshot {
 			"/proc/self/status":                          "Name:\tinspector\nNoNewPrivs:\t0\n",
 			"/proc/sys/net/core/busy_poll":               "50\n",
 			"/proc/sys/net/core/busy_read":               "50\n",
-			"/proc/sys/net/core/default_qdisc":           "noqueue\n",
+			"/proc/sys/net/core/default_qdisc":           "pfifo_fast\n",
 			"/proc/sys/net/ipv4/tcp_congestion_control":  "reno\n",
 			"/proc/sys/net/core/somaxconn":               "4096\n",
 			inspector.VulnerabilitiesDir + "/meltdown":   "Not affected\n",
@@ -60,8 +60,8 @@ func goodSnapshot() *inspector.Snapshot {
 		Qdiscs: []inspector.Qdisc{
 			{Link: "lo", Kind: "noqueue", Handle: "0:0", Parent: "root"},
 			{Link: "eth0", Kind: "mq", Handle: "8001:0", Parent: "root"},
-			{Link: "eth0", Kind: "noqueue", Handle: "0:0", Parent: "8001:2"},
-			{Link: "eth0", Kind: "noqueue", Handle: "0:0", Parent: "8001:1"},
+			{Link: "eth0", Kind: "pfifo_fast", Handle: "0:0", Parent: "8001:2"},
+			{Link: "eth0", Kind: "pfifo_fast", Handle: "0:0", Parent: "8001:1"},
 		},
 		Addrs: []inspector.Addr{
 			{Link: "lo", CIDR: "127.0.0.1/8", ValidLft: 0xffffffff},
@@ -118,8 +118,8 @@ func TestCompareInspectionReportLies(t *testing.T) {
 			[]string{"inspector: sysctl net.core.busy_poll not reported", "the boot report lies: sysctl net.core.busy_poll"}},
 		{"cubic", func(s *inspector.Snapshot) { s.Files["/proc/sys/net/ipv4/tcp_congestion_control"] = "cubic\n" },
 			[]string{"inspector: sysctl net.ipv4.tcp_congestion_control", "the boot report lies: sysctl net.ipv4.tcp_congestion_control"}},
-		{"child qdisc", func(s *inspector.Snapshot) { s.Qdiscs[3].Kind = "pfifo_fast" },
-			[]string{`inspector: child qdisc 0 is "pfifo_fast"`, "the boot report lies: child qdiscs"}},
+		{"child qdisc", func(s *inspector.Snapshot) { s.Qdiscs[3].Kind = "noqueue" },
+			[]string{`inspector: child qdisc 0 is "noqueue"`, "the boot report lies: child qdiscs"}},
 		{"root qdisc", func(s *inspector.Snapshot) { s.Qdiscs[1].Kind = "fq_codel"; s.Qdiscs = s.Qdiscs[:2] },
 			[]string{`inspector: root qdisc "fq_codel"`, "the boot report lies: root qdisc"}},
 		{"packet socket", func(s *inspector.Snapshot) {

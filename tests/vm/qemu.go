@@ -538,6 +538,10 @@ func StartGuest(ctx context.Context, cfg Config) (*Guest, error) {
 		if err == nil {
 			g.Switch, err = ns.StartSwitch(*cfg.Switch, TapName)
 		}
+	} else if cfg.Queues == 1 {
+		// QEMU opens a one-queue tap without IFF_MULTI_QUEUE, which a
+		// multi-queue tap refuses (EINVAL from TUNSETIFF).
+		err = ns.AddTapSingle(TapName, HostAddr+"/24")
 	} else {
 		err = ns.AddTap(TapName, HostAddr+"/24")
 	}

@@ -1,6 +1,7 @@
 // Command hotpath-json is the default hotpath workload: the TechEmpower
 // JSON (/json) and plaintext (/plaintext) endpoints on pinned per-CPU
-// workers.
+// workers, and /large, a 32 KiB text body, for loads that fill the
+// transmit path (bench-vm's step-8 comparison, the e2e tx-drop check).
 //
 // It reads HOTPATH_CPUS and HOTPATH_PORT (the init's workload contract);
 // flags override them. It prints one line containing "ready" once every
@@ -49,11 +50,33 @@ func handlePlaintext(c *server.Ctx) {
 	c.Text("Hello, World!")
 }
 
+// LargeSize is the body size of /large: 32 KiB is 22 full-size segments
+// at MTU 1500, several TSO super-packets per response, so that a few
+// pipelined requests on many connections fill a transmit ring and its
+// byte queue limit.
+const LargeSize = 32 << 10
+
+// large is /large's body, built once; Write copies it into the worker's
+// buffer, so the route allocates nothing per request.
+var large = func() []byte {
+	b := make([]byte, LargeSize)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	return b
+}()
+
+func handleLarge(c *server.Ctx) {
+	c.SetContentType("text/plain")
+	c.Write(large)
+}
+
 // newServer registers the workload's routes; shared with the tests.
 func newServer(cfg server.Config) *server.Server {
 	s := server.New(cfg)
 	s.Handle("GET", "/json", handleJSON)
 	s.Handle("GET", "/plaintext", handlePlaintext)
+	s.Handle("GET", "/large", handleLarge)
 	return s
 }
 
