@@ -5,6 +5,14 @@
 //	GET /cpu     "worker=W running=R incoming=I": the worker's pinned CPU,
 //	             the CPU the handler runs on (getcpu(2)) and the socket's
 //	             SO_INCOMING_CPU, so a test counts accepts per worker
+//	GET /accepts "cpu=C accepted=A foreign=F" per worker (Server.Accepts):
+//	             the connections each worker accepted, and how many of them
+//	             the kernel received on another CPU (SO_INCOMING_CPU)
+//	GET /irq?queue=Q&cpu=C
+//	             binds RX queue Q's interrupt (the /proc/interrupts line
+//	             ending "-input.Q", virtio-net's) to CPU C, as the init's
+//	             nic-irq-affinity would, and answers "irq=N affinity=L":
+//	             lets a test steer a flow to another CPU from outside
 //	GET /signal  sends PID 1 every signal but SIGKILL, SIGSTOP and the
 //	             three shutdown requests (SIGTERM, SIGUSR2, SIGINT), and
 //	             says how many it sent
@@ -89,6 +97,21 @@ func main() {
 			in = -1
 		}
 		c.Text("worker=" + strconv.Itoa(c.WorkerCPU()) + " running=" + strconv.Itoa(getcpu()) + " incoming=" + strconv.Itoa(in) + "\n")
+	})
+	s.Handle("GET", "/accepts", func(c *server.Ctx) {
+		for _, a := range s.Accepts() {
+			c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "cpu=%d accepted=%d foreign=%d\n", a.CPU, a.Accepted, a.Foreign))
+		}
+	})
+	s.Handle("GET", "/irq", func(c *server.Ctx) {
+		q, _ := c.QueryValue("queue")
+		cpu, _ := c.QueryValue("cpu")
+		irq, aff, err := bindQueueIRQ("/proc", string(q), string(cpu))
+		if err != nil {
+			c.Error(500, err.Error())
+			return
+		}
+		c.Text("irq=" + irq + " affinity=" + aff + "\n")
 	})
 	s.Handle("GET", "/signal", func(c *server.Ctx) {
 		n, err := signalInit()

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// workerAccepts is one line of the probe's /accepts (server.Accepts).
+type workerAccepts struct{ accepted, foreign uint64 }
+
+// accepts reads the probe's /accepts: by worker CPU, the connections the
+// worker accepted and how many of them the kernel received on another CPU.
+func (b *booted) accepts(ctx context.Context) (map[int]workerAccepts, error) {
+	body, err := b.get(ctx, "/accepts")
+	if err != nil {
+		return nil, err
+	}
+	return parseAccepts(body)
+}
+
+func parseAccepts(body string) (map[int]workerAccepts, error) {
+	m := map[int]workerAccepts{}
+	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+		var cpu int
+		var a workerAccepts
+		if _, err := fmt.Sscanf(l, "cpu=%d accepted=%d foreign=%d", &cpu, &a.accepted, &a.foreign); err != nil {
+			return nil, fmt.Errorf("/accepts line %q: %w", l, err)
+		}
+		m[cpu] = a
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("/accepts: %q", body)
+	}
+	return m, nil
+}
+
+// checkLocality opens n connections to the probe's /cpu and judges each
+// from outside: the worker that accepted it ran its handler on the
+// worker's own CPU (pinned), and is the worker of the CPU that received
+// the connection (its SO_INCOMING_CPU); with want >= 0, every connection
+// must also have been received on CPU want (the test steered the queues'
+// interrupts there). Then the server's own count of accepts received on
+// another CPU (/accepts) must not have grown, and must have counted these
+// connections. It returns the connections by receiving CPU.
+func checkLocality(ctx context.Context, t *testing.T, b *booted, n, want int) map[int]int {
+	t.Helper()
+	before, err := b.accepts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCPU := map[int]int{}
+	for range n {
+		body, err := b.get(ctx, "/cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var worker, running, incoming int
+		if _, err := fmt.Sscanf(body, "worker=%d running=%d incoming=%d", &worker, &running, &incoming); err != nil {
+			t.Fatalf("/cpu %q: %v", body, err)
+		}
+		if running != worker {
+			t.Errorf("worker %d handled a request on cpu %d", worker, running)
+		}
+		if incoming != worker {
+			t.Errorf("connection received on cpu %d accepted by the worker of cpu %d", incoming, worker)
+		}
+		if want >= 0 && incoming != want {
+			t.Errorf("connection received on cpu %d, want %d (both queues' interrupts are there)", incoming, want)
+		}
+		byCPU[incoming]++
+	}
+	after, err := b.accepts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted uint64
+	for cpu, a := range after {
+		accepted += a.accepted - before[cpu].accepted
+		if a.foreign != before[cpu].foreign {
+			t.Errorf("worker %d: %d accepts received on another cpu (server.Accepts: %+v, before %+v)", cpu, a.foreign-before[cpu].foreign, a, before[cpu])
+		}
+	}
+	// The n connections and the second /accepts' own.
+	if accepted != uint64(n)+1 {
+		t.Errorf("/accepts counted %d accepts, want %d: %v then %v", accepted, n+1, before, after)
+	}
+	return byCPU
+}
+
+// checkSteeredLocality: on 2 vCPUs with one queue per CPU (queue i's
+// interrupt on CPU i, RPS off) every connection is accepted by the worker
+// of the CPU that received it; then both queues' interrupts are moved to
+// CPU 1, then both to CPU 0, and the flows must follow: every connection
+// received there, and accepted by that CPU's worker. Where both queues
+// interrupt one CPU, a server that ignored the receiving CPU (reuseport's
+// flow hash instead of the CPU program, say) would hand about half of the
+// connections to the other worker: 20 connections leave it a 2^-20 chance
+// to pass. The queues are put back to one per CPU at the end.
+func checkSteeredLocality(ctx context.Context, t *testing.T, b *booted) {
+	const n = 20
+	steer := func(queue, cpu int) {
+		t.Helper()
+		body, err := b.get(ctx, fmt.Sprintf("/irq?queue=%d&cpu=%d", queue, cpu))
+		if err != nil {
+			t.Fatalf("steering queue %d to cpu %d: %v", queue, cpu, err)
+		}
+		if !strings.Contains(body, fmt.Sprintf("affinity=%d\n", cpu)) {
+			t.Fatalf("steering queue %d to cpu %d: %q", queue, cpu, body)
+		}
+	}
+	defer func() { steer(0, 0); steer(1, 1) }()
+	spread := checkLocality(ctx, t, b, n, -1)
+	steer(0, 1)
+	on1 := checkLocality(ctx, t, b, n, 1)
+	steer(0, 0)
+	steer(1, 0)
+	on0 := checkLocality(ctx, t, b, n, 0)
+	fmt.Fprintf(os.Stderr, "e2e: connections by receiving cpu (= accepting worker): queue i on cpu i %v; both queues on cpu 1 %v; both on cpu 0 %v\n", spread, on1, on0)
+}
