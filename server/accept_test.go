@@ -90,7 +90,9 @@ func TestOpeningTurnCost(t *testing.T) {
 	// the 20,000 descriptors of this machine's limit. The client ends are
 	// closed once accepted; their server ends stay open and registered.
 	const total = 16000
-	w := bareWorker(t, Config{Log: io.Discard, MaxConnsPerWorker: total, HeaderTimeout: time.Hour, IdleTimeout: time.Hour})
+	cfg := DefaultConfig() // 16 KiB input buffers, as in production
+	cfg.Log, cfg.MaxConnsPerWorker, cfg.HeaderTimeout, cfg.IdleTimeout = io.Discard, total, time.Hour, time.Hour
+	w := bareWorker(t, cfg)
 	t.Cleanup(func() { closeAll(w, nil) })
 	samples := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/goal:bytes"},
 		{Name: "/sched/pauses/total/gc:seconds"}, {Name: "/sched/pauses/stopping/gc:seconds"}}
