@@ -11,9 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dialN opens n loopback connections to w's listener (blocking connects:
-// each is in the listen queue when connect returns) and returns the
-// client ends.
+// dialN opens n loopback connections to w's listener and returns the
+// client ends once all n are in its accept queue.
 func dialN(t testing.TB, w *worker, n int) []int {
 	t.Helper()
 	sa, err := unix.Getsockname(w.lfd)
@@ -31,6 +30,22 @@ func dialN(t testing.TB, w *worker, n int) []int {
 			t.Fatal(err)
 		}
 		fds = append(fds, fd)
+	}
+	// connect returns once the client has the SYN-ACK; the server's end
+	// joins the accept queue when the last ACK is processed, usually at
+	// once on loopback, but a busy machine may defer it to ksoftirqd.
+	// For a listener, TCP_INFO's unacked is the accept queue's length.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		ti, err := unix.GetsockoptTCPInfo(w.lfd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(ti.Unacked) >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d connections in the accept queue after 5 s", ti.Unacked, n)
+		}
 	}
 	return fds
 }
