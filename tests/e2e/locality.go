@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,7 +40,7 @@ func parseAccepts(body string) (map[int]workerAccepts, error) {
 
 // checkLocality opens n connections to the probe's /cpu and judges each
 // from outside: the worker that accepted it ran its handler on the
-// worker's own CPU (pinned), and is the worker of the CPU that received
+// worker's own CPU, its thread allowed there only (pinned), and is the worker of the CPU that received
 // the connection (its SO_INCOMING_CPU); with want >= 0, every connection
 // must also have been received on CPU want (the test steered the queues'
 // interrupts there). Then the server's own count of accepts received on
@@ -58,11 +59,12 @@ func checkLocality(ctx context.Context, t *testing.T, b *booted, n, want int) ma
 			t.Fatal(err)
 		}
 		var worker, running, incoming int
-		if _, err := fmt.Sscanf(body, "worker=%d running=%d incoming=%d", &worker, &running, &incoming); err != nil {
+		var allowed string
+		if _, err := fmt.Sscanf(body, "worker=%d running=%d incoming=%d allowed=%s", &worker, &running, &incoming, &allowed); err != nil {
 			t.Fatalf("/cpu %q: %v", body, err)
 		}
-		if running != worker {
-			t.Errorf("worker %d handled a request on cpu %d", worker, running)
+		if running != worker || allowed != strconv.Itoa(worker) {
+			t.Errorf("worker %d handled a request on cpu %d, its thread allowed on %s", worker, running, allowed)
 		}
 		if incoming != worker {
 			t.Errorf("connection received on cpu %d accepted by the worker of cpu %d", incoming, worker)
