@@ -111,9 +111,11 @@ func checkLocality(ctx context.Context, t *testing.T, b *booted, n, want int) ma
 //
 // The kernel does not move a queue at once: packets kept arriving on the
 // old CPU for a connection or two after smp_affinity_list was written (a
-// NAPI poll still running there, a connection whose SYN came before the
-// move and its last ACK after: received on one CPU, accepted on the
-// other, counted foreign). So after each move, connections are opened
+// connection whose SYN came before the move and its last ACK after:
+// received on one CPU, accepted on the other, counted foreign). Likely
+// cause: the image sets net.core.busy_poll=50, so the old CPU's worker,
+// still busy, polls the queue's NAPI from its epoll_wait until it goes
+// idle. So after each move, connections are opened
 // until 3 in a row are received on the new CPU (the kernel's doing, not
 // the server's: only the receiving CPU is looked at), and only then are
 // connections judged.
