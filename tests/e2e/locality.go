@@ -112,10 +112,10 @@ func checkLocality(ctx context.Context, t *testing.T, b *booted, n, want int) ma
 // The kernel does not move a queue at once: packets kept arriving on the
 // old CPU for a connection or two after smp_affinity_list was written (a
 // connection whose SYN came before the move and its last ACK after:
-// received on one CPU, accepted on the other, counted foreign). Likely
-// cause: the image sets net.core.busy_poll=50, so the old CPU's worker,
-// still busy, polls the queue's NAPI from its epoll_wait until it goes
-// idle. So after each move, connections are opened
+// received on one CPU, accepted on the other, counted foreign). Cause
+// not established; candidates: a NAPI poll still scheduled on the old CPU
+// (the queue's interrupt stays off until it completes), or busy polling
+// from the old CPU's worker (the image sets net.core.busy_poll=50). So after each move, connections are opened
 // until 3 in a row are received on the new CPU (the kernel's doing, not
 // the server's: only the receiving CPU is looked at), and only then are
 // connections judged.
