@@ -126,6 +126,7 @@ func (w *worker) acceptOne() (c *conn, more bool) {
 		return nil, false
 	}
 	w.acceptFailing = false
+	w.countAccept(fd)
 	limit := w.srv.cfg.MaxConnsPerWorker
 	if w.nconns < limit {
 		return w.addConn(fd, true), true
@@ -149,6 +150,22 @@ func (w *worker) acceptOne() (c *conn, more bool) {
 		w.send(c, resp)
 	}
 	return nil, true
+}
+
+// countAccept counts an accepted connection, and whether the kernel
+// received it on another CPU than the worker's: the CBPF steering
+// (package reuseport) sends a new connection to the worker of the CPU whose
+// softirq took its SYN, and the accepted socket's SO_INCOMING_CPU names the
+// CPU that took the handshake's last packet; in a flow the NIC and RPS
+// steer to one CPU they are the same. One getsockopt per accepted
+// connection, never per request: 0.45 µs (BenchmarkIncomingCPU) beside the
+// 32-38 µs of a loopback connect, accept and close (BenchmarkLoopbackConnect);
+// it allocates nothing.
+func (w *worker) countAccept(fd int) {
+	w.accepted.Add(1)
+	if incomingCPU(fd) != w.cpu {
+		w.foreign.Add(1)
+	}
 }
 
 func (w *worker) pauseAccept() {

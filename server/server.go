@@ -205,6 +205,32 @@ func (s *Server) Requests() uint64 {
 	return n
 }
 
+// WorkerAccepts is what one worker counted of the connections it accepted.
+type WorkerAccepts struct {
+	CPU      int    // the worker's CPU
+	Accepted uint64 // connections accepted (refused ones beyond the cap too)
+	// Foreign counts the accepted connections that the kernel received on
+	// another CPU: their SO_INCOMING_CPU, the CPU whose softirq took the
+	// handshake's last packet, is not the worker's. Steering sends each
+	// new connection to the worker of the CPU that received it, so this
+	// stays 0 while the NIC (RSS, RPS) delivers each flow to one CPU that
+	// runs a worker; a connection received on a CPU without one (not in
+	// Config.CPUs) counts here, and so does every connection of a server
+	// whose steering is broken.
+	Foreign uint64
+}
+
+// Accepts returns each worker's counts, in listener order (CPUs), for a
+// workload's metrics: a test outside the machine reads locality from them
+// without asking every connection. Each count is exact when read.
+func (s *Server) Accepts() []WorkerAccepts {
+	out := make([]WorkerAccepts, len(s.workers))
+	for i, w := range s.workers {
+		out[i] = WorkerAccepts{CPU: w.cpu, Accepted: w.accepted.Load(), Foreign: w.foreign.Load()}
+	}
+	return out
+}
+
 // MemoryInUse returns the bytes of buffers the workers hold: connection
 // input buffers (grown ones included), pending output, and each worker's
 // own output, body and discard buffers. See Config.MemoryBudget for the

@@ -530,7 +530,8 @@ func TestLocality(t *testing.T) {
 			if p := runtime.GOMAXPROCS(0); p < 3 {
 				t.Errorf("GOMAXPROCS %d with two workers, want at least 3", p)
 			}
-			for round := range 3 {
+			const rounds = 3
+			for round := range rounds {
 				for _, cpu := range cpus {
 					worker, incoming := askFromCPU(t, addr, cpu)
 					if worker != cpu || incoming != cpu {
@@ -538,7 +539,43 @@ func TestLocality(t *testing.T) {
 					}
 				}
 			}
+			// The server's own count, which a test outside the machine
+			// reads: every connection accepted where it was received.
+			for i, a := range s.Accepts() {
+				if a.CPU != cpus[i] || a.Accepted != rounds || a.Foreign != 0 {
+					t.Errorf("worker %d: %+v, want cpu %d, %d accepted, 0 foreign", i, a, cpus[i], rounds)
+				}
+			}
 		})
+	}
+}
+
+// TestAcceptsForeign: a connection received on a CPU that runs no worker
+// (the client's, on loopback) is accepted by the one worker there is and
+// counted foreign; one received on the worker's CPU is not. This is what
+// Accepts reports of a server whose steering does not follow the receiving
+// CPU.
+func TestAcceptsForeign(t *testing.T) {
+	cpus := affinity(t)
+	if len(cpus) < 2 {
+		t.Skip("needs two CPUs")
+	}
+	s, addr := start(t, func(c *server.Config) { c.CPUs = cpus[:1] })
+	for _, tc := range []struct {
+		from              int
+		foreign, incoming int
+	}{{cpus[1], 1, cpus[1]}, {cpus[0], 1, cpus[0]}, {cpus[1], 2, cpus[1]}} {
+		worker, incoming := askFromCPU(t, addr, tc.from)
+		if worker != cpus[0] || incoming != tc.incoming {
+			t.Fatalf("client on cpu %d: worker %d, SO_INCOMING_CPU %d, want %d and %d", tc.from, worker, incoming, cpus[0], tc.incoming)
+		}
+		a := s.Accepts()
+		if len(a) != 1 || a[0].CPU != cpus[0] || a[0].Foreign != uint64(tc.foreign) {
+			t.Errorf("after a client on cpu %d: %+v, want %d foreign", tc.from, a, tc.foreign)
+		}
+	}
+	if a := s.Accepts(); a[0].Accepted != 3 {
+		t.Errorf("%+v, want 3 accepted", a)
 	}
 }
 

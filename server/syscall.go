@@ -64,6 +64,20 @@ func unsent(fd int) int {
 	return int(n)
 }
 
+// incomingCPU returns fd's SO_INCOMING_CPU (the CPU whose softirq last
+// handled the socket's packets; for an accepted socket, the one that took
+// the handshake's last packet), or -1 when the kernel does not say.
+func incomingCPU(fd int) int {
+	var cpu int32 = -1
+	size := uint32(unsafe.Sizeof(cpu))
+	_, _, e := syscall.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_INCOMING_CPU,
+		uintptr(unsafe.Pointer(&cpu)), uintptr(unsafe.Pointer(&size)), 0)
+	if e != 0 {
+		return -1
+	}
+	return int(cpu)
+}
+
 // setAbortOnClose makes the next close of fd drop whatever the socket
 // still holds and send a reset (SO_LINGER on with a zero timeout): the
 // close neither blocks nor leaves an orphaned socket holding unsent data

@@ -127,7 +127,11 @@ type worker struct {
 	deferrals
 
 	requests atomic.Uint64
-	_        [64]byte // keep other workers' data off this cache line
+	// accepted counts the connections accept4 returned, foreign those of
+	// them the kernel received on another CPU than the worker's (their
+	// SO_INCOMING_CPU): what Server.Accepts reports.
+	accepted, foreign atomic.Uint64
+	_                 [64]byte // keep other workers' data off this cache line
 }
 
 func newWorker(s *Server, idx, cpu, lfd int) (*worker, error) {

@@ -113,3 +113,40 @@ func TestOnLine(t *testing.T) {
 		t.Errorf("console %q", out.String())
 	}
 }
+
+// TestDefaultKeepEvery runs the threshold the init runs (Every unset):
+// the compact report is printed again once 32 KiB of output (half of EC2's
+// 64 KiB window; the other half is left to kernel messages, which do not
+// pass through the Console) have followed the report, and not a byte
+// sooner. The figure is written out here rather than taken from
+// KeepEvery, so that a change of the default fails this test; every other
+// test sets its own Every.
+func TestDefaultKeepEvery(t *testing.T) {
+	var out bytes.Buffer
+	c := &Console{Out: &out}
+	c.Report(report.Report{Version: report.Version, ReadyMillis: 7})
+	reported := out.Len()
+	const half = 32 << 10
+	w := c.Writer()
+	w.Write(bytes.Repeat([]byte("y"), half-1))
+	if n := c.Reprints(); n != 0 {
+		t.Fatalf("%d reprints after %d bytes, want none before %d", n, half-1, half)
+	}
+	w.Write([]byte("y"))
+	if n := c.Reprints(); n != 1 {
+		t.Fatalf("%d reprints after %d bytes, want 1", n, half)
+	}
+	rest := out.String()[reported+half:]
+	if !strings.HasPrefix(rest, "\n"+report.ReportPrefix) {
+		t.Errorf("after %d bytes of output: %.60q, want the report again", half, rest)
+	}
+	// The next one once another 32 KiB follow the reprint.
+	w.Write(bytes.Repeat([]byte("y"), half-1))
+	if n := c.Reprints(); n != 1 {
+		t.Fatalf("%d reprints, want 1 until 32 KiB follow the reprint", n)
+	}
+	w.Write([]byte("y"))
+	if n := c.Reprints(); n != 2 {
+		t.Errorf("%d reprints after 32 KiB followed the first, want 2", n)
+	}
+}

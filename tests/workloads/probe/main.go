@@ -2,9 +2,19 @@
 // on the server library and lets a test reach the init from inside the
 // guest, where the test cannot go:
 //
-//	GET /cpu     "worker=W running=R incoming=I": the worker's pinned CPU,
-//	             the CPU the handler runs on (getcpu(2)) and the socket's
-//	             SO_INCOMING_CPU, so a test counts accepts per worker
+//	GET /cpu     "worker=W running=R incoming=I allowed=A": the worker's
+//	             pinned CPU, the CPU the handler runs on (getcpu(2)), the
+//	             socket's SO_INCOMING_CPU, so a test counts accepts per
+//	             worker, and the CPUs the thread may run on
+//	             (sched_getaffinity, "0-3" form): W alone when pinned
+//	GET /accepts "cpu=C accepted=A foreign=F" per worker (Server.Accepts):
+//	             the connections each worker accepted, and how many of them
+//	             the kernel received on another CPU (SO_INCOMING_CPU)
+//	GET /irq?queue=Q&cpu=C
+//	             binds RX queue Q's interrupt (the /proc/interrupts line
+//	             ending "-input.Q", virtio-net's) to CPU C, as the init's
+//	             nic-irq-affinity would, and answers "irq=N affinity=L":
+//	             lets a test steer a flow to another CPU from outside
 //	GET /signal  sends PID 1 every signal but SIGKILL, SIGSTOP and the
 //	             three shutdown requests (SIGTERM, SIGUSR2, SIGINT), and
 //	             says how many it sent
@@ -66,6 +76,25 @@ func getcpu() int {
 	return int(cpu)
 }
 
+// allowedCPUs is the calling thread's affinity as a CPU list ("0,2"), or
+// "?" when the kernel does not say.
+func allowedCPUs() string {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return "?"
+	}
+	var b []byte
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			if len(b) > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(c), 10)
+		}
+	}
+	return string(b)
+}
+
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("probe: ")
@@ -88,7 +117,23 @@ func main() {
 		if err != nil {
 			in = -1
 		}
-		c.Text("worker=" + strconv.Itoa(c.WorkerCPU()) + " running=" + strconv.Itoa(getcpu()) + " incoming=" + strconv.Itoa(in) + "\n")
+		c.Text("worker=" + strconv.Itoa(c.WorkerCPU()) + " running=" + strconv.Itoa(getcpu()) + " incoming=" + strconv.Itoa(in) +
+			" allowed=" + allowedCPUs() + "\n")
+	})
+	s.Handle("GET", "/accepts", func(c *server.Ctx) {
+		for _, a := range s.Accepts() {
+			c.SetResponseBody(fmt.Appendf(c.ResponseBody(), "cpu=%d accepted=%d foreign=%d\n", a.CPU, a.Accepted, a.Foreign))
+		}
+	})
+	s.Handle("GET", "/irq", func(c *server.Ctx) {
+		q, _ := c.QueryValue("queue")
+		cpu, _ := c.QueryValue("cpu")
+		irq, aff, err := bindQueueIRQ("/proc", string(q), string(cpu))
+		if err != nil {
+			c.Error(500, err.Error())
+			return
+		}
+		c.Text("irq=" + irq + " affinity=" + aff + "\n")
 	})
 	s.Handle("GET", "/signal", func(c *server.Ctx) {
 		n, err := signalInit()
