@@ -143,15 +143,17 @@ func testConfigure(t *testing.T, source, version string) {
 func TestConfigureLinuxUnmet(t *testing.T) {
 	o := realOptions(t)
 	frags, _ := DefaultFragments()
-	noMSI := &Fragment{Name: "user.config", Requirements: []Requirement{{Symbol: "PCI_MSI", Value: NotSet, Fragment: "user.config", Line: 1}}}
-	o.Fragments = append(frags, noMSI)
+	// HOTPLUG_PCI, which nothing selects (PCI_MSI was the example until the
+	// IOMMU drivers came to select it).
+	noBlock := &Fragment{Name: "user.config", Requirements: []Requirement{{Symbol: "HOTPLUG_PCI", Value: NotSet, Fragment: "user.config", Line: 1}}}
+	o.Fragments = append(frags, noBlock)
 	_, err := Configure(ctxFor(t, 10*time.Minute), o)
 	var pe *PolicyError
 	if !errors.As(err, &pe) {
 		t.Fatalf("want a PolicyError, got %v", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{"CONFIG_ENA_ETHERNET", "depends on PCI_MSI", "PCI_MSI is not set", "drivers/net/ethernet/amazon/Kconfig"} {
+	for _, want := range []string{"CONFIG_HOTPLUG_PCI_PCIE", "depends on HOTPLUG_PCI && PCIEPORTBUS", "HOTPLUG_PCI is not set", "drivers/pci/pcie/Kconfig", "inside if HOTPLUG_PCI (drivers/pci/hotplug/Kconfig"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}

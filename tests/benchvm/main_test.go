@@ -188,6 +188,8 @@ func TestParseP99(t *testing.T) {
 func TestParseCountersDrops(t *testing.T) {
 	text := `hotpath_interrupts_total{cpu="0",irq="25",name="virtio1-input.0",queue="0"} 10
 hotpath_cpu_seconds_total{cpu="0",mode="user"} 2
+hotpath_context_switches_total 40
+hotpath_softirqs_total{cpu="0",type="NET_RX"} 30
 hotpath_netdev_tx_dropped_total{device="eth0"} 17
 hotpath_netstat_Tcp_RetransSegs 5
 hotpath_qdisc_drops_total{device="eth0",kind="mq",handle="0:0",parent="root"} 3
