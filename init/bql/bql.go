@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/internal/sysfsattr"
 )
 
 // StepName is the boot report's name of the step.
@@ -67,7 +68,7 @@ func Step(sysRoot string, link func() string, inert bool) boot.Step {
 			}
 			v := strconv.Itoa(MaxLimit)
 			for _, f := range lim {
-				if err := writeExisting(f, v); err != nil {
+				if err := sysfsattr.WriteExisting(f, v); err != nil {
 					return fmt.Errorf("write %s: %w", f, err)
 				}
 			}
@@ -77,7 +78,7 @@ func Step(sysRoot string, link func() string, inert bool) boot.Step {
 		},
 		Verify: func(_ context.Context, d boot.Detail) error {
 			for _, f := range files {
-				got, err := readInt(f)
+				got, err := sysfsattr.ReadInt(f)
 				if err != nil {
 					return err
 				}
@@ -124,30 +125,4 @@ func limitFiles(sysRoot, dev string) ([]string, error) {
 		out[i] = q.file
 	}
 	return out, nil
-}
-
-// writeExisting writes an attribute that must already exist: sysfs files
-// are never created by a write.
-func writeExisting(p, v string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(v)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func readInt(p string) (int64, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p, err)
-	}
-	return v, nil
 }

@@ -31,13 +31,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hotpath-dev/hotpath/init/boot"
+	"github.com/hotpath-dev/hotpath/init/internal/sysfsattr"
 )
 
 // StepName is the boot report's name of the step.
@@ -120,7 +119,7 @@ func Step(sysRoot string, link func() string, s Settings) boot.Step {
 			}
 			d["workload_prefer_busy_poll"] = strconv.FormatBool(s.Prefer)
 			for i, f := range p.files {
-				if err := writeExisting(f, strconv.FormatInt(p.values[i], 10)); err != nil {
+				if err := sysfsattr.WriteExisting(f, strconv.FormatInt(p.values[i], 10)); err != nil {
 					if errors.Is(err, fs.ErrNotExist) {
 						return boot.Skip("%s: kernel has no %s", link(), filepath.Base(f))
 					}
@@ -131,7 +130,7 @@ func Step(sysRoot string, link func() string, s Settings) boot.Step {
 		},
 		Verify: func(_ context.Context, d boot.Detail) error {
 			for i, f := range p.files {
-				got, err := readInt(f)
+				got, err := sysfsattr.ReadInt(f)
 				if err != nil {
 					return err
 				}
@@ -143,30 +142,4 @@ func Step(sysRoot string, link func() string, s Settings) boot.Step {
 			return nil
 		},
 	}
-}
-
-// writeExisting writes an attribute that must already exist: sysfs files
-// are never created by a write.
-func writeExisting(p, v string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(v)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func readInt(p string) (int64, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p, err)
-	}
-	return v, nil
 }
