@@ -149,6 +149,11 @@ func TestRAFlagsOverNetlink(t *testing.T) {
 			if tc.ra != "" && st.Detail["ra"] != tc.ra {
 				t.Errorf("ra %q, want %q (detail %v)", st.Detail["ra"], tc.ra, st.Detail)
 			}
+			// Every mode that waited for an advertisement freezes what it
+			// installed once the address is taken (TakeRA).
+			if st.Status == report.Applied && st.Detail["ra_frozen"] == "" {
+				t.Errorf("%s: the advertisements' configuration was not frozen: %v", tc.mode, st.Detail)
+			}
 			if n := len(d6.Log()); tc.dhcp != (n > 0) {
 				t.Errorf("%d DHCPv6 messages to the server, want an exchange: %v", n, tc.dhcp)
 			}
