@@ -111,6 +111,7 @@ func TestRAFlagsOverNetlink(t *testing.T) {
 		dhcp                       bool   // a DHCPv6 exchange, the lease installed
 		slaac                      bool   // a SLAAC address in fd00:78::/64 (not the lease's)
 		errText                    string
+		env                        string // for the child
 	}{
 		{name: "O and A: SLAAC, no DHCPv6", mode: "auto", other: true, autonomous: true,
 			status: report.Applied, ra: "other", slaac: true},
@@ -124,6 +125,10 @@ func TestRAFlagsOverNetlink(t *testing.T) {
 			status: report.Applied, ra: "managed", slaac: true},
 		{name: "dhcp mode without M: DHCPv6, and no SLAAC address beside it", mode: "dhcp", autonomous: true,
 			status: report.Applied, ra: "unmanaged", dhcp: true},
+		// Verify goes on past the check of the frozen advertisements: a
+		// packet socket nobody declared still fails the step.
+		{name: "verify after the freeze: a stray packet socket fails", mode: "auto", autonomous: true,
+			status: report.Failed, slaac: true, errText: "AF_PACKET", env: "HOTPATH_NETCONF6_PACKET=undeclared"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, cli := pair(t)
@@ -138,7 +143,11 @@ func TestRAFlagsOverNetlink(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d6.Close()
-			res, _ := runChild(t, cli, tc.mode, 5*time.Second)
+			var env []string
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			res, _ := runChild(t, cli, tc.mode, 5*time.Second, env...)
 			st := res.Step
 			if st.Status != tc.status {
 				t.Fatalf("step %+v, want %s (server errors %v)", st, tc.status, d6.Errors())
