@@ -8,14 +8,18 @@ import (
 
 // DefaultTargets are the packages where a wrong line hurts users most
 // (issue 20): the HTTP framing, the CPU steering, the NIC masks, the
-// user-data rules, the supervisor, the kernel policy and the AMI upload.
+// user-data rules, the supervisor, the IPv6 mode and DHCPv6 lease, the
+// kernel policy, the predicted PCRs and the AMI upload (issue 41 added
+// init/netconf6 and image/pcr).
 var DefaultTargets = []string{
 	"server/http1",
 	"server/reuseport",
 	"init/nic",
 	"init/config",
 	"init/supervise",
+	"init/netconf6",
 	"kernel-config",
+	"image/pcr",
 	"packer/ebsupload",
 	"packer/postprocessor/...",
 }
