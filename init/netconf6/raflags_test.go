@@ -182,3 +182,34 @@ func TestRAFlagsOverNetlink(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribe: the step detail of a static lease names only what it has
+// (no server, exchange or DNS keys, not even empty ones), a DHCPv6 lease
+// all of it.
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		l    Lease
+		want map[string]string
+	}{
+		{"static", Lease{Addr: netip.MustParsePrefix("fd00:78::9/64"), Gateway: netip.MustParseAddr("fd00:78::1")},
+			map[string]string{"address": "fd00:78::9/64", "valid_lft": "forever", "gateway": "fd00:78::1"}},
+		{"dhcpv6", Lease{Addr: netip.MustParsePrefix("fd00:78::2/128"), Server: "00010001", Offered: 30 * time.Second,
+			Exchange: []string{"solicit", "advertise", "request", "reply"},
+			DNS:      []netip.Addr{netip.MustParseAddr("fd00:78::53"), netip.MustParseAddr("fd00:78::54")}},
+			map[string]string{"address": "fd00:78::2/128", "valid_lft": "forever", "server": "00010001", "offered_valid": "30s",
+				"exchange": "solicit,advertise,request,reply", "dns": "fd00:78::53,fd00:78::54"}},
+	} {
+		d := boot.Detail{}
+		describe(d, tc.l)
+		if len(d) != len(tc.want) {
+			t.Errorf("%s: detail %v, want %v", tc.name, d, tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if d[k] != v {
+				t.Errorf("%s: %s = %q, want %q (detail %v)", tc.name, k, d[k], v, d)
+			}
+		}
+	}
+}
