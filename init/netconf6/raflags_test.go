@@ -1,6 +1,7 @@
 package netconf6
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/hotpath-dev/hotpath/init/boot"
 	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/vm"
+	"github.com/vishvananda/netlink"
 )
 
 // The interface flags as include/net/if_inet6.h numbers them, written here
@@ -211,5 +213,60 @@ func TestDescribe(t *testing.T) {
 				t.Errorf("%s: %s = %q, want %q (detail %v)", tc.name, k, d[k], v, d)
 			}
 		}
+	}
+}
+
+// TestVerifyLease: Verify against addresses and routes put on the link by
+// hand (ip), run inside the client namespace: the address must be there
+// with its prefix length and both lifetimes forever, and the default
+// route must go via the static gateway, not via another route's gateway.
+func TestVerifyLease(t *testing.T) {
+	_, cli := pair(t)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := cli.Command(context.Background(), "ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	run("-6", "addr", "add", "fd00:78::20/128", "dev", "v6c", "nodad")
+	run("-6", "addr", "add", "fd00:78::21/128", "dev", "v6c", "nodad", "valid_lft", "forever", "preferred_lft", "100")
+	run("-6", "addr", "add", "fd00:78::22/128", "dev", "v6c", "nodad", "valid_lft", "100", "preferred_lft", "100")
+	run("-6", "route", "add", "fd00:78::/64", "dev", "v6c") // the gateways on-link
+	// More specific routes via other routers, added before the default.
+	run("-6", "route", "add", "fd00:99::/64", "via", "fd00:78::5", "dev", "v6c")
+	run("-6", "route", "add", "::/96", "via", "fd00:78::6", "dev", "v6c")
+	run("-6", "route", "add", "default", "via", "fd00:78::1", "dev", "v6c")
+	p, a := netip.MustParsePrefix, netip.MustParseAddr
+	for _, tc := range []struct {
+		l       Lease
+		errText string // "": Verify passes
+	}{
+		{Lease{Addr: p("fd00:78::20/128")}, ""},
+		{Lease{Addr: p("fd00:78::20/128"), Gateway: a("fd00:78::1")}, ""},
+		{Lease{Addr: p("fd00:78::20/64")}, "not on v6c"},                                 // the prefix length counts
+		{Lease{Addr: p("fd00:78::23/128")}, "not on v6c"},                                // absent
+		{Lease{Addr: p("fd00:78::21/128")}, "want forever"},                              // preferred 100 s
+		{Lease{Addr: p("fd00:78::22/128")}, "want forever"},                              // both 100 s
+		{Lease{Addr: p("fd00:78::20/128"), Gateway: a("fd00:78::5")}, "want fd00:78::5"}, // another route's gateway
+	} {
+		err := cli.Do(func() error { return Verify(context.Background(), "v6c", tc.l, "") })
+		switch {
+		case tc.errText == "" && err != nil:
+			t.Errorf("Verify(%v via %v): %v", tc.l.Addr, tc.l.Gateway, err)
+		case tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)):
+			t.Errorf("Verify(%v via %v) = %v, want an error with %q", tc.l.Addr, tc.l.Gateway, err, tc.errText)
+		}
+	}
+	var gw netip.Addr
+	err := cli.Do(func() error {
+		link, err := netlink.LinkByName("v6c")
+		if err != nil {
+			return err
+		}
+		gw, err = DefaultGateway(link)
+		return err
+	})
+	if err != nil || gw != a("fd00:78::1") {
+		t.Errorf("DefaultGateway = %v, %v; want fd00:78::1", gw, err)
 	}
 }
