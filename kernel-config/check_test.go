@@ -65,6 +65,18 @@ func TestCheckFixtures(t *testing.T) {
 			sym  string
 			msg  string
 		}{{Mismatch, "DEFAULT_TCP_CONG", `CONFIG_DEFAULT_TCP_CONG="cubic", but policy-small.config:12 requires CONFIG_DEFAULT_TCP_CONG="reno"`}}},
+		// =m is on: a module is an option set (the policy's "off" means not
+		// built at all), and a module is not the =y a requirement names.
+		{fixture: "module-forbidden.config", want: []struct {
+			kind ViolationKind
+			sym  string
+			msg  string
+		}{{Forbidden, "NETFILTER", "CONFIG_NETFILTER=m is set, but policy-small.config:5 requires it off"}}},
+		{fixture: "module-required.config", want: []struct {
+			kind ViolationKind
+			sym  string
+			msg  string
+		}{{Mismatch, "ENA_ETHERNET", "CONFIG_ENA_ETHERNET=m, but policy-small.config:8 requires CONFIG_ENA_ETHERNET=y"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fixture, func(t *testing.T) {
@@ -128,6 +140,9 @@ func TestCheckDefaultPolicy(t *testing.T) {
 		{"audit", func(c *Config) { c.Set("AUDIT", "y") }, Forbidden, "AUDIT"},
 		{"auditsyscall", func(c *Config) { c.Set("AUDITSYSCALL", "y") }, Forbidden, "AUDITSYSCALL"},
 		{"netfilter", func(c *Config) { c.Set("NETFILTER", "y") }, Forbidden, "NETFILTER"},
+		{"netfilter as module", func(c *Config) { c.Set("NETFILTER", "m") }, Forbidden, "NETFILTER"},
+		{"cubic as module", func(c *Config) { c.Set("TCP_CONG_CUBIC", "m") }, Forbidden, "TCP_CONG_CUBIC"},
+		{"ena as module", func(c *Config) { c.Set("ENA_ETHERNET", "m") }, Mismatch, "ENA_ETHERNET"},
 		{"seccomp", func(c *Config) { c.Set("SECCOMP", "y") }, Forbidden, "SECCOMP"},
 		{"modules", func(c *Config) { c.Set("MODULES", "y") }, Forbidden, "MODULES"},
 		{"ena missing", func(c *Config) { c.Set("ENA_ETHERNET", NotSet) }, Missing, "ENA_ETHERNET"},

@@ -226,6 +226,10 @@ func TestStaticAndOff(t *testing.T) {
 	if res.Step.Status != report.Applied {
 		t.Fatalf("static: %+v", res.Step)
 	}
+	// The step reports (and so verifies) the static lease it installed.
+	if d := res.Step.Detail; d["address"] != "fd00:78::9/64" || d["gateway"] != "fd00:78::1" {
+		t.Errorf("static: detail %v, want the address and gateway", d)
+	}
 	if a := addrs(t, cli, "v6c"); !strings.Contains(a, "inet6 fd00:78::9/64") {
 		t.Errorf("installed:\n%s", a)
 	}

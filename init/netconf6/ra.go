@@ -50,6 +50,17 @@ func (r RA) String() string {
 	return "unmanaged"
 }
 
+// raFromFlags is what the interface flags f (IFLA_INET6_FLAGS) say of the
+// last router advertisement. The kernel keeps M and O from the last one
+// received (ndisc_router_discovery); without IF_RA_RCVD none came and
+// neither means anything.
+func raFromFlags(f uint32) RA {
+	if f&ifRARcvd == 0 {
+		return RA{}
+	}
+	return RA{Received: true, Managed: f&ifRAManaged != 0, Other: f&ifRAOther != 0}
+}
+
 // raFlags reads IFLA_INET6_FLAGS of the interface with index ifindex.
 func raFlags(ifindex int) (uint32, error) {
 	b, err := syscall.NetlinkRIB(syscall.RTM_GETLINK, syscall.AF_INET6)
@@ -134,8 +145,8 @@ func WaitRA(ctx context.Context, ifname string, wait time.Duration) (RA, error) 
 		if err != nil {
 			return RA{}, err
 		}
-		if f&ifRARcvd != 0 {
-			return RA{Received: true, Managed: f&ifRAManaged != 0, Other: f&ifRAOther != 0}, nil
+		if ra := raFromFlags(f); ra.Received {
+			return ra, nil
 		}
 		if f&ifRSSent != 0 && !solicited {
 			solicited = true

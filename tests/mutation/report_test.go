@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseTargets(t *testing.T) {
@@ -22,6 +23,9 @@ func TestParseTargets(t *testing.T) {
 		{in: "/abs", wantErr: true},
 		{in: ".", wantErr: true},
 		{in: "a/../b", wantErr: true},
+		{in: "kernel-config/check.go", want: []Target{{Dir: "kernel-config", Only: "check.go"}}},
+		{in: "kernel-config/check_test.go", wantErr: true},
+		{in: "kernel-config/...", want: []Target{{Dir: "kernel-config", Recursive: true}}},
 	} {
 		got, err := ParseTargets(tc.in)
 		if (err != nil) != tc.wantErr {
@@ -38,6 +42,10 @@ func TestParseTargets(t *testing.T) {
 	}
 	if n := (Target{Dir: "packer/postprocessor", Recursive: true}).File(); n != "packer_postprocessor" {
 		t.Errorf("File() = %q", n)
+	}
+	one := Target{Dir: "packer/postprocessor/ami", Only: "step_prevalidate.go"}
+	if n, f := one.Name(), one.File(); n != "packer/postprocessor/ami/step_prevalidate.go" || f != "packer_postprocessor_ami_step_prevalidate" {
+		t.Errorf("one-file target: Name() = %q, File() = %q", n, f)
 	}
 }
 
@@ -226,13 +234,13 @@ func TestTestEnv(t *testing.T) {
 
 func TestArgs(t *testing.T) {
 	r := Runner{Gremlins: "g", Config: "/c.yaml", Workers: 1, Raw: "/out/raw"}
-	got := r.Args(Target{Dir: "packer/postprocessor", Recursive: true}, "/stage/packer/postprocessor", []string{"ami/config.hcl2spec.go"})
+	got := r.Args(Target{Dir: "packer/postprocessor", Recursive: true}, "/stage/packer/postprocessor", []string{"ami/config.hcl2spec.go"}, 31)
 	want := []string{"unleash", "--config", "/c.yaml", "--workers", "1", "--output", "/out/raw/packer_postprocessor.json",
-		"--exclude-files", `(^|/)testdata/`, "--exclude-files", `^ami/config\.hcl2spec\.go$`, "/stage/packer/postprocessor"}
+		"--timeout-coefficient", "31", "--exclude-files", `(^|/)testdata/`, "--exclude-files", `^ami/config\.hcl2spec\.go$`, "/stage/packer/postprocessor"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Args =\n %q\nwant\n %q", got, want)
 	}
-	got = r.Args(Target{Dir: "kernel-config"}, "/stage/kernelconfig", nil)
+	got = r.Args(Target{Dir: "kernel-config"}, "/stage/kernelconfig", nil, 20)
 	if i := len(got) - 3; got[i] != "--exclude-files" || got[i+1] != "/" {
 		t.Errorf("a directory target must leave out its subdirectories: %q", got)
 	}
@@ -249,5 +257,79 @@ func TestWarmArgs(t *testing.T) {
 		if got := WarmArgs(tc.t); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("WarmArgs(%+v) = %q, want %q", tc.t, got, tc.want)
 		}
+	}
+}
+
+// The limit of a mutant's run: the coefficient, or more to reach the
+// floor; the real-kernel packages' own limits are longer.
+func TestCoefficientFor(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limits
+		took time.Duration
+		want int
+	}{
+		{DefaultLimits, 30 * time.Second, 20}, // 10 min > 2 min floor
+		{DefaultLimits, time.Second, 120},     // 20 s would be below the floor
+		{DefaultLimits, 7 * time.Second, 20},  // ceil(120/7) = 18 < 20
+		{DefaultLimits, 5 * time.Second, 24},
+		{DefaultLimits, 0, 20},
+		{KernelLimits, 47 * time.Second, 8},  // init/netconf6 under load: 6 min 16 s
+		{KernelLimits, 10 * time.Second, 30}, // the 5 min floor
+		{KernelLimits, 2 * time.Second, 150},
+		{Limits{Coefficient: 3, Floor: time.Minute}, 7 * time.Second, 9}, // ceil(60/7)
+	} {
+		if got := tc.l.CoefficientFor(tc.took); got != tc.want {
+			t.Errorf("%+v.CoefficientFor(%v) = %d, want %d", tc.l, tc.took, got, tc.want)
+		}
+	}
+	if KernelLimits.Floor <= DefaultLimits.Floor {
+		t.Errorf("real-kernel floor %+v not above the default %+v", KernelLimits, DefaultLimits)
+	}
+}
+
+// Which packages get KernelLimits: those whose tests check for root,
+// found in the repository's own packages.
+func TestKernelTests(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, tc := range []struct {
+		dir       string
+		recursive bool
+		want      bool
+	}{
+		{"init/netconf6", false, true},
+		{"init/nic", false, true},
+		{"kernel-config", false, false},
+		{"server/http1", false, false},
+		{"packer/postprocessor", true, false},
+		{"init", false, false}, // init's own tests; init/nic's are below
+		{"init", true, true},
+	} {
+		got, err := KernelTests(filepath.Join(root, tc.dir), tc.recursive)
+		if err != nil || got != tc.want {
+			t.Errorf("KernelTests(%s, %v) = %v, %v; want %v", tc.dir, tc.recursive, got, err, tc.want)
+		}
+		l, err := LimitsFor(filepath.Join(root, tc.dir), tc.recursive)
+		if want := map[bool]Limits{true: KernelLimits, false: DefaultLimits}[tc.want]; err != nil || l != want {
+			t.Errorf("LimitsFor(%s, %v) = %+v, %v; want %+v", tc.dir, tc.recursive, l, err, want)
+		}
+	}
+}
+
+// A one-file target leaves out the other files of its directory, not its
+// tests or subdirectories.
+func TestOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.go", "b.go", "b_test.go", "c.go", "notes.txt", "sub/d.go"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("package x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := otherFiles(dir, "b.go")
+	if want := []string{"a.go", "c.go"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("otherFiles(b.go) = %q, %v; want %q", got, err, want)
+	}
+	if _, err := otherFiles(dir, "missing.go"); err == nil {
+		t.Error("otherFiles of a file that is not there: no error")
 	}
 }

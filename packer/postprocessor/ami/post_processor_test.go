@@ -453,10 +453,16 @@ func TestPostProcessRegionKMSKeys(t *testing.T) {
 	if _, _, _, err := pp.PostProcess(context.Background(), ui, input(t, path)); err != nil {
 		t.Fatalf("%v\n%s", err, ui.Text())
 	}
+	regions := map[string]int{}
 	for _, sn := range f.Snapshots() {
+		regions[sn.Region]++
 		if !sn.Encrypted || sn.KmsKeyArn != keys[sn.Region] {
 			t.Errorf("snapshot %s in %s: encrypted %v with %q, want %q", sn.ID, sn.Region, sn.Encrypted, sn.KmsKeyArn, keys[sn.Region])
 		}
+	}
+	// The loop above judges every snapshot: there must be one in each region.
+	if regions["eu-west-1"] == 0 || regions["us-east-1"] == 0 {
+		t.Errorf("snapshots per region %v, want the AMI's in both", regions)
 	}
 }
 
@@ -473,6 +479,9 @@ func TestPostProcessAmazonKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldImages := f.Images()
+	if len(oldImages) != 2 {
+		t.Fatalf("first build: %d images, want one per region (the checks of their removal below would be empty)", len(oldImages))
+	}
 	before := len(f.Calls())
 	org := "arn:aws:organizations::123456789012:organization/o-abcdefghij"
 	ou := "arn:aws:organizations::123456789012:ou/o-abcdefghij/ou-ab12-cdefgh34"
@@ -524,6 +533,9 @@ func TestPostProcessAmazonKeys(t *testing.T) {
 			strings.Join(im.LaunchOrgs, ",") != org || strings.Join(im.LaunchOUs, ",") != ou || im.Tags["cost-center"] != "42" || im.Tags["Name"] != "hotpath" {
 			t.Errorf("image %+v", im)
 		}
+	}
+	if len(f.Snapshots()) != 2 {
+		t.Errorf("%d snapshots, want the new AMIs' 2 (the old ones deleted)", len(f.Snapshots()))
 	}
 	for _, sn := range f.Snapshots() {
 		if strings.Join(sn.VolumeUsers, ",") != "111122223333" || sn.Tags["backup"] != "no" {
