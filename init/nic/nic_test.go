@@ -597,10 +597,16 @@ type roundingEthtool struct {
 	// noStatic refuses usecs moderation with EOPNOTSUPP, as virtio_net
 	// does without VIRTIO_NET_F_NOTF_COAL (virtnet_coal_params_supported).
 	noStatic bool
+	// rxOnly refuses anything but rx-usecs with EOPNOTSUPP, as the kernel
+	// does for e1000e (supported_coalesce_params RX_USECS only).
+	rxOnly bool
 }
 
 func (r *roundingEthtool) SetCoalesce(n string, c ethtool.Coalesce) (ethtool.Coalesce, error) {
 	if r.noStatic && (c.RxCoalesceUsecs != 0 || c.TxCoalesceUsecs != 0) {
+		return ethtool.Coalesce{}, unix.EOPNOTSUPP
+	}
+	if r.rxOnly && (c.TxCoalesceUsecs != 0 || c.UseAdaptiveRxCoalesce != 0) {
 		return ethtool.Coalesce{}, unix.EOPNOTSUPP
 	}
 	c.RxCoalesceUsecs = c.RxCoalesceUsecs / r.res * r.res
@@ -624,20 +630,25 @@ func TestCoalesceVerify(t *testing.T) {
 		noStatic   bool
 		status     report.Status
 		detail     string
+		rxOnly     bool
 	}{
-		{"static exact", "static", 1, 20, 64, false, false, false, report.Applied, ""},
-		{"static rounded", "static", 8, 20, 64, false, false, false, report.Applied, "20 -> 16"},
-		{"static rounded to zero", "static", 32, 20, 64, false, false, false, report.Failed, "rx-usecs reads 0"},
-		{"static reverted to adaptive", "static", 1, 20, 64, true, false, false, report.Failed, "adaptive-rx reads 1"},
-		{"adaptive", "adaptive", 1, 20, 64, false, false, false, report.Applied, "adaptive-rx"},
+		{"static exact", "static", 1, 20, 64, false, false, false, report.Applied, "", false},
+		{"static rounded", "static", 8, 20, 64, false, false, false, report.Applied, "20 -> 16", false},
+		{"static rounded to zero", "static", 32, 20, 64, false, false, false, report.Failed, "rx-usecs reads 0", false},
+		{"static reverted to adaptive", "static", 1, 20, 64, true, false, false, report.Failed, "adaptive-rx reads 1", false},
+		{"adaptive", "adaptive", 1, 20, 64, false, false, false, report.Applied, "adaptive-rx", false},
 		// A driver that accepts adaptive RX and does not keep it: static.
-		{"adaptive not kept", "adaptive", 1, 20, 64, false, true, false, report.Applied, "adaptive_rx:unsupported: accepted, reads 0 afterwards mode:static"},
+		{"adaptive not kept", "adaptive", 1, 20, 64, false, true, false, report.Applied, "adaptive_rx:unsupported: accepted, reads 0 afterwards mode:static", false},
 		// virtio_net on Linux 6.12 without VIRTIO_NET_F_NOTF_COAL: adaptive
 		// accepted and dropped, static refused.
-		{"virtio 6.12", "adaptive", 1, 20, 64, false, true, true, report.Skipped, ""},
+		{"virtio 6.12", "adaptive", 1, 20, 64, false, true, true, report.Skipped, "", false},
+		// e1000e: no adaptive RX, rx-usecs only: receive moderated, tx
+		// refused and said.
+		{"e1000e rx only", "adaptive", 1, 20, 64, false, false, false, report.Applied, "mode:static-rx rx_usecs:20 tx_usecs:0 tx_usecs_refused:driver ena moderates receive only", true},
+		{"e1000e rx only, static", "static", 1, 20, 64, false, false, false, report.Applied, "mode:static-rx rx_usecs:20", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			et := &roundingEthtool{fakeEthtool: fakeEthtool{}, res: tc.res, forceDIMOn: tc.forceOn, keepDIMOff: tc.keepOff, noStatic: tc.noStatic}
+			et := &roundingEthtool{fakeEthtool: fakeEthtool{}, res: tc.res, forceDIMOn: tc.forceOn, keepDIMOff: tc.keepOff, noStatic: tc.noStatic, rxOnly: tc.rxOnly}
 			opt := defaultOpts()
 			opt.Coalesce, opt.RxUsecs, opt.TxUsecs = config.Coalesce(tc.mode), tc.rx, tc.tx
 			tu := &Tuner{Link: Link{Name: "eth0", Driver: "ena"}, Ethtool: et, Opt: opt}

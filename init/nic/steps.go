@@ -286,7 +286,23 @@ func (t *Tuner) applyCoalesce(p *coalescePlan, d boot.Detail) error {
 	c := cur
 	c.UseAdaptiveRxCoalesce = 0
 	c.RxCoalesceUsecs, c.TxCoalesceUsecs = p.rx, p.tx
-	if _, err := t.Ethtool.SetCoalesce(t.Link.Name, c); err != nil {
+	_, err = t.Ethtool.SetCoalesce(t.Link.Name, c)
+	if unsupported(err) && p.tx != 0 {
+		// e1000e (I217/I218/I219, 82574) moderates receive only
+		// (supported_coalesce_params is ETHTOOL_COALESCE_RX_USECS), and
+		// the kernel refuses a request with any field the driver lacks
+		// nonzero (net/ethtool/ioctl.c, ethtool_set_coalesce_supported):
+		// without this, the most common NIC of rented servers kept its
+		// driver's default instead of nic.rx_usecs.
+		c.TxCoalesceUsecs = 0
+		if _, rxErr := t.Ethtool.SetCoalesce(t.Link.Name, c); rxErr == nil {
+			p.tx = 0
+			d["mode"] = "static-rx"
+			d["tx_usecs_refused"] = fmt.Sprintf("driver %s moderates receive only (%v)", t.Link.Driver, err)
+			return nil
+		}
+	}
+	if err != nil {
 		if unsupported(err) {
 			if adaptiveErr != nil {
 				return boot.Skip("driver %s supports neither adaptive RX nor static moderation (%v)", t.Link.Driver, err)

@@ -118,6 +118,16 @@ func TestPhysNICE1000e(t *testing.T) {
 		}
 		t.Logf("e1000e vectors %v; nic-irq-affinity %v", irqs, s.Detail)
 	})
+	// Interrupt moderation on a driver that takes it: e1000e has no
+	// adaptive RX and moderates receive only (rx-usecs), so nic.rx_usecs
+	// (20) must be applied and read back, and the refused tx-usecs said.
+	t.Run("coalesce", func(t *testing.T) {
+		s := steps["nic-coalesce"]
+		if s.Status != report.Applied || s.Detail["mode"] != "static-rx" || s.Detail["rx_usecs"] != b.rep.Config["nic.rx_usecs"] ||
+			!strings.Contains(s.Detail["tx_usecs_refused"], "e1000e moderates receive only") {
+			t.Errorf("nic-coalesce %+v, want rx-usecs %s applied and read back on the e1000e (tx refused)", s, b.rep.Config["nic.rx_usecs"])
+		}
+	})
 	t.Run("no-renewal", func(t *testing.T) { checkNoRenewal(t, b, physLease) })
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "inspector: SIGTERM") })
 }
