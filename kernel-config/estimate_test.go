@@ -31,6 +31,10 @@ func TestEstimateWall(t *testing.T) {
 		{"issue 39, -j8 on 2 cores", 1780, defaultCPUPerObject, 8, 2, 0, 18 * time.Minute},
 		{"issue 38, load 4.8 at the start", 1850, defaultCPUPerObject, 2, 2, 4.8, 21*time.Minute + 54*time.Second},
 		{"issue 38, from its own measured cost", 1850, 924.0 / 1841, 2, 2, 4.8, 21*time.Minute + 54*time.Second},
+		// Session 11's cold CI run: /proc/loadavg read "2.20 ... 1/..." as
+		// the build started, right after go vet (logged 24 min with the
+		// average alone); quiet 2 cores, 7m8s, 777 CPU-seconds.
+		{"cold CI after go vet", 1771, defaultCPUPerObject, 2, 2, loadFrom("2.20 1.90 1.40 1/312 4242"), 7*time.Minute + 8*time.Second},
 	} {
 		got := estimateWall(tc.objects, tc.perObj, tc.jobs, tc.cpus, tc.load)
 		if got < tc.measured/2 || got > tc.measured*2 {
@@ -39,6 +43,27 @@ func TestEstimateWall(t *testing.T) {
 	}
 	if a, b := estimateWall(100, 1, 1, 4, 0), estimateWall(100, 1, 4, 4, 0); a != 100*time.Second || b != 25*time.Second {
 		t.Errorf("-j1 %v, -j4 %v on 4 idle cores; want 100s, 25s", a, b)
+	}
+}
+
+// The load the build will share the CPUs with: the smaller of the
+// 1-minute average and the tasks runnable now besides the reader.
+func TestLoadFrom(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+	}{
+		{"2.20 1.90 1.40 1/312 4242", 0},   // the step before just ended
+		{"5.80 6.10 6.40 7/512 4242", 5.8}, // loaded: the average
+		{"0.50 1.90 1.40 4/312 4242", 0.5}, // a burst now: the average
+		{"3.00 1.00 1.00 3/312 4242", 2},   // both: the smaller
+		{"3.00 1.00 1.00", 0},              // too short
+		{"x 1.00 1.00 1/2 3", 0},
+		{"1.50 1.00 1.00 x/2 3", 1.5},
+	} {
+		if got := loadFrom(tc.in); got != tc.want {
+			t.Errorf("loadFrom(%q) = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }
 
