@@ -164,7 +164,7 @@ func expectedObjects(o Options, dir, tree string) objectEstimate {
 	if n := readInt(objectsEstimate(o)); n > 0 {
 		return objectEstimate{n, false, "the target's last build"}
 	}
-	return objectEstimate{defaultObjectEstimate, false, "a cold x86 build's count"}
+	return objectEstimate{defaultObjects(o.target), false, "the count of a cold build of this configuration"}
 }
 
 // configuredEstimate estimates the object count of the configured (not

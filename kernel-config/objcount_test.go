@@ -152,6 +152,9 @@ func TestConfiguredEstimate(t *testing.T) {
 	if e := expectedObjects(o, dir, tree); e.exact || e.n != defaultObjectEstimate {
 		t.Errorf("no build at all: %+v, want the default", e)
 	}
+	if e := expectedObjects(Options{CacheDir: cache, target: ARM64}, dir, tree); e.n != defaultObjectEstimateArm64 {
+		t.Errorf("no arm64 build at all: %+v, want arm64's default %d", e, defaultObjectEstimateArm64)
+	}
 	os.WriteFile(objectsEstimate(o), []byte("1500\n"), 0o644)
 	if e := expectedObjects(o, dir, tree); e.exact || e.n != 1500 {
 		t.Errorf("no reference build: %+v, want the target's last count", e)
