@@ -12,22 +12,18 @@ import (
 
 // defaultCPUPerObject is the compile cost of one object of hotpath's
 // configuration on Linux 6.12 with Debian 12's gcc, used until a cold
-// build on this machine has measured its own (cpuPerObjectFile). Two cold
-// x86 builds measured it: 2,173 CPU-seconds for 1,780 objects (1.22 s
-// each, issue 39's fresh machine) and 924 for 1,841 compiled (0.50 s each,
-// issue 38's configuration on the shared 2-core machine, December 2026).
-// (The arm64 cross build of the same wave: 676 for 1,422, 0.48 s; the
-// same x86 configuration in a cold CI run on the quiet machine: 777 for
-// 1,841, 0.42 s, 7m8s, which 0.78 puts at 11.5 min: 1.6x.)
-// The machine decides, and before it has said, the geometric middle of
-// the two x86 figures (0.78) is within 1.6x of both: the first build's
-// estimate is within 2x on either kind of machine, where 1.22 made the
-// second's 2.8x too long (61 min logged, 21m54s measured). The load is
-// the weaker part: the arm64 build started at a 1-minute load of 5.8 and
-// got a whole core (11 min; this formula says 36); the progress lines'
-// time left, from the rate measured, was within 1.4-1.7x from a
-// twentieth of the objects on in both builds.
-const defaultCPUPerObject = 0.78
+// build on this machine has measured its own (cpuPerObjectFile). Measured
+// on the 2-core machines CI runs on (December 2026): 0.42 CPU-seconds for
+// each of 1,841 objects in a quiet cold CI run (777 s, 7m8s), 0.50 beside
+// other work at nice 19 (924 s, 21m54s), 0.45 for the configuration
+// before issue 38 (793 s for 1,771), arm64's cross build 0.40-0.48. 0.55
+// puts all of these within 2x at the load each started with (the quiet
+// one 8.4-12.7 min for 7m8s at load 0-1). Issue 39's first measurement,
+// 1.22 s on another machine (2,173 s for 1,780), would be logged 2.2x
+// short there until its first build had measured its own cost; the
+// progress lines' time left, from the rate measured, is within 1.4-1.7x
+// from a twentieth of the objects on.
+const defaultCPUPerObject = 0.55
 
 // estimateWall is how long compiling objects should take: their CPU time
 // (cpuPerObject seconds each) spread over the cores this build gets. With

@@ -26,9 +26,11 @@ func TestEstimateWall(t *testing.T) {
 		load     float64
 		measured time.Duration
 	}{
-		{"issue 39, quiet 2 cores", 1780, defaultCPUPerObject, 2, 2, 0, 18 * time.Minute},
-		{"issue 39, loaded 2 cores", 1780, defaultCPUPerObject, 2, 2, 4, 47 * time.Minute},
-		{"issue 39, -j8 on 2 cores", 1780, defaultCPUPerObject, 8, 2, 0, 18 * time.Minute},
+		// Issue 39's machine, from its own measured cost (1.22 s an object).
+		{"issue 39, quiet 2 cores", 1780, 2173.0 / 1780, 2, 2, 0, 18 * time.Minute},
+		{"issue 39, loaded 2 cores", 1780, 2173.0 / 1780, 2, 2, 4, 47 * time.Minute},
+		{"issue 39, -j8 on 2 cores", 1780, 2173.0 / 1780, 8, 2, 0, 18 * time.Minute},
+		{"cold CI, load 1 at the start", 1841, defaultCPUPerObject, 2, 2, 1, 7*time.Minute + 8*time.Second},
 		{"issue 38, load 4.8 at the start", 1850, defaultCPUPerObject, 2, 2, 4.8, 21*time.Minute + 54*time.Second},
 		{"issue 38, from its own measured cost", 1850, 924.0 / 1841, 2, 2, 4.8, 21*time.Minute + 54*time.Second},
 		// Session 11's cold CI run: /proc/loadavg read "2.20 ... 1/..." as
