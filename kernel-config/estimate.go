@@ -102,7 +102,7 @@ func cpuPerObject(o Options) (float64, string) {
 			return v, "measured by the last build here"
 		}
 	}
-	return defaultCPUPerObject, "the default, between two cold x86 builds measured"
+	return defaultCPUPerObject, "the default, from cold builds on 2-core machines"
 }
 
 // logEstimate says what the build is expected to take before it starts:
