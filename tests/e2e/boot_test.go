@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -58,6 +59,18 @@ type booted struct {
 	rep  *report.Report
 	cpus int
 	port string
+}
+
+// metrics is the management endpoint's /metrics, read from the test's
+// namespace on the port the boot report names.
+func (b *booted) metrics() (string, error) {
+	resp, err := b.Netns.HTTPClient(time.Minute).Get("http://" + net.JoinHostPort(b.Addr, b.rep.Config["mgmt.port"]) + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
 
 func (b *booted) dial(ctx context.Context) (net.Conn, error) {
@@ -189,12 +202,11 @@ func checkTxDrops(t *testing.T, b *booted) {
 	}
 	t.Logf("%d answers of %d bytes on %d connections, %d pipelined, in %v; batch p99 %v", r.Answers, applianceTxLoad.BodyLen,
 		applianceTxLoad.Conns, applianceTxLoad.Depth, applianceTxLoad.Duration, r.Percentile(99))
-	resp, err := b.Netns.HTTPClient(time.Minute).Get("http://" + net.JoinHostPort(b.Addr, "9100") + "/metrics")
+	body, err := b.metrics()
 	if err != nil {
 		t.Fatalf("scrape: %v", err)
 	}
-	defer resp.Body.Close()
-	d, err := ParseTxDrops(resp.Body, b.rep.Facts.NIC.Name)
+	d, err := ParseTxDrops(strings.NewReader(body), b.rep.Facts.NIC.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

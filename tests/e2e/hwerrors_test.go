@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -32,24 +30,18 @@ func checkMachineCheckCounted(ctx context.Context, t *testing.T, b *booted) {
 	if _, err := b.Console.WaitString(ctx, mark, "[Hardware Error]: CPU 0: Machine Check"); err != nil {
 		t.Fatalf("the kernel did not log the machine check: %v", err)
 	}
-	port := b.rep.Config["mgmt.port"]
-	client := b.Netns.HTTPClient(30 * time.Second)
 	want := `hotpath_hardware_errors_total{source="mce"} 1`
-	var body []byte
+	var body string
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		resp, err := client.Get("http://" + net.JoinHostPort(b.Addr, port) + "/metrics")
-		if err != nil {
-			continue
-		}
-		body, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil && strings.Contains(string(body), want) {
-			break
+		if m, err := b.metrics(); err == nil {
+			if body = m; strings.Contains(body, want) {
+				break
+			}
 		}
 	}
-	if !strings.Contains(string(body), want) {
-		i := strings.Index(string(body), "hotpath_hardware_errors_total")
-		t.Fatalf("/metrics lacks %q after the machine check; has %.300q", want, string(body[max(i, 0):]))
+	if !strings.Contains(body, want) {
+		i := strings.Index(body, "hotpath_hardware_errors_total")
+		t.Fatalf("/metrics lacks %q after the machine check; has %.300q", want, body[max(i, 0):])
 	}
 	if strings.Contains(b.Console.String()[mark:], "Kernel panic") {
 		t.Fatal("the machine check panicked the kernel")

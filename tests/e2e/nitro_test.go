@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -354,14 +352,8 @@ func checkPanicCaptured(ctx context.Context, t *testing.T, b *booted, at int) {
 	out := b.Console.String()
 	reportErrs(t, checkPreviousBoot(rep, out[:reboot], out[reboot:]))
 	// The management endpoint's metrics say so too.
-	port := rep.Config["mgmt.port"]
-	resp, err := b.Netns.HTTPClient(time.Minute).Get("http://" + net.JoinHostPort(b.Addr, port) + "/metrics")
-	if err != nil {
-		t.Fatalf("metrics of the boot after the panic: %v", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := `hotpath_previous_boot_crashed{reason="panic"} 1`; err != nil || !strings.Contains(string(body), want) {
+	body, err := b.metrics()
+	if want := `hotpath_previous_boot_crashed{reason="panic"} 1`; err != nil || !strings.Contains(body, want) {
 		t.Errorf("/metrics after the panic lacks %q (%v)", want, err)
 	}
 	if rep.PreviousBoot != nil {
