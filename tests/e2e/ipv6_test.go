@@ -293,6 +293,11 @@ func TestIPv6Only(t *testing.T) {
 	})
 	t.Run("step10", func(t *testing.T) {
 		reportErrs(t, CheckStep10Report(step10Want, r))
+		// The workload's line may come after the report (the init holds
+		// the console while it writes the report): wait for it, bounded.
+		wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		b.Console.WaitString(wctx, 0, "hotpath: epoll busy polling:")
 		reportErrs(t, CheckBusyPollLine(step10Want, b.Console.String()))
 	})
 	t.Run("json-v6", func(t *testing.T) {
