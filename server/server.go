@@ -281,6 +281,7 @@ func (s *Server) Start() (err error) {
 	}
 	s.port = port
 	s.preferSockets(fds)
+	s.sizeFDTable(fds[0], len(cpus)) // before any accept4 needs it (fdtable.go)
 
 	ready := make(chan error, len(cpus))
 	for i, cpu := range cpus {
