@@ -322,12 +322,19 @@ func idleMemory(t *testing.T, addr string) memory {
 	debug.FreeOSMemory()
 	time.Sleep(100 * time.Millisecond)
 	m := sampleMemory(t, addr)
+	m.headroom = heapHeadroom()
+	return m
+}
+
+// heapHeadroom is how far the Go heap may grow with garbage before the
+// next collection: the pacer's goal minus the live heap.
+func heapHeadroom() int64 {
 	rm := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}, {Name: "/gc/heap/live:bytes"}}
 	metrics.Read(rm)
-	if rm[0].Value.Kind() == metrics.KindUint64 && rm[1].Value.Kind() == metrics.KindUint64 {
-		m.headroom = int64(rm[0].Value.Uint64()) - int64(rm[1].Value.Uint64())
+	if rm[0].Value.Kind() != metrics.KindUint64 || rm[1].Value.Kind() != metrics.KindUint64 {
+		return 0
 	}
-	return m
+	return int64(rm[0].Value.Uint64()) - int64(rm[1].Value.Uint64())
 }
 
 // memorySlack is "within a few MB" beyond the heap's headroom: what the

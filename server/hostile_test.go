@@ -78,10 +78,10 @@ func TestHostileMemory(t *testing.T) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	time.Sleep(100 * time.Millisecond)
-	idleRSS, idleMem := rss(t), s.MemoryInUse()
+	idleRSS, idleMem, headroom := rss(t), s.MemoryInUse(), heapHeadroom()
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
-	t.Logf("idle: RSS %d KiB, worker buffers %d KiB; bound %d KiB", idleRSS>>10, idleMem>>10, bound>>10)
+	t.Logf("idle: RSS %d KiB, heap headroom %d KiB, worker buffers %d KiB; bound %d KiB", idleRSS>>10, headroom>>10, idleMem>>10, bound>>10)
 
 	var (
 		wg      sync.WaitGroup
@@ -152,12 +152,18 @@ func TestHostileMemory(t *testing.T) {
 	}
 	// Back to idle: the worker drops its buffers at once (spare input
 	// buffers at the next timeout scan), and releaseMemory hands the
-	// freed memory back within a second or two.
+	// freed memory back within a second or two. RSS may stay over its idle
+	// figure by the heap's headroom at idle (garbage the collector lets
+	// grow before its next cycle: this test's own clients make some after
+	// the server's last release) and the slack; it failed once with a
+	// fixed 8 MiB, 9 MiB over idle with 5 MiB more heap in use, all of it
+	// the test's. Without releaseMemory RSS stays ~100 MiB over.
+	backTo := idleRSS + headroom + slack
 	var nowRSS, nowMem int64
 	for range 100 {
 		time.Sleep(100 * time.Millisecond)
 		nowRSS, nowMem = rss(t), s.MemoryInUse()
-		if nowRSS <= idleRSS+slack && nowMem <= idleMem {
+		if nowRSS <= backTo && nowMem <= idleMem {
 			break
 		}
 	}
@@ -167,9 +173,9 @@ func TestHostileMemory(t *testing.T) {
 		ms0.HeapInuse>>10, ms.HeapInuse>>10, ms0.StackInuse>>10, ms.StackInuse>>10,
 		(ms0.MSpanSys+ms0.GCSys+ms0.OtherSys+ms0.MCacheSys+ms0.BuckHashSys)>>10, (ms.MSpanSys+ms.GCSys+ms.OtherSys+ms.MCacheSys+ms.BuckHashSys)>>10)
 	t.Logf("after close: RSS %d KiB (idle %d), worker buffers %d KiB (idle %d)", nowRSS>>10, idleRSS>>10, nowMem>>10, idleMem>>10)
-	if nowRSS > idleRSS+slack || nowMem > idleMem {
-		t.Errorf("10 s after the connections closed: RSS %d KiB, worker buffers %d KiB; idle was %d and %d KiB",
-			nowRSS>>10, nowMem>>10, idleRSS>>10, idleMem>>10)
+	if nowRSS > backTo || nowMem > idleMem {
+		t.Errorf("10 s after the connections closed: RSS %d KiB (allowed: idle %d + heap headroom %d + slack %d), worker buffers %d KiB (idle %d)",
+			nowRSS>>10, idleRSS>>10, headroom>>10, slack>>10, nowMem>>10, idleMem>>10)
 	}
 	// And the worker still serves.
 	c, r := dial(t, addr)
