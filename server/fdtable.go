@@ -36,12 +36,14 @@ func fdsPerWorker(maxConns int) int { return maxConns + lingerOverflow + 1 + 3 }
 // the workers may hold plus a reserve for the rest of the program (its
 // own files, backends' connections), at most the RLIMIT_NOFILE soft limit
 // (the kernel refuses a descriptor at or above it). capped says the
-// limit is below what the workers may hold.
+// limit keeps the workers from holding MaxConnsPerWorker connections
+// each (the lingering refused ones left out: the appliance's limit, 2^20,
+// is exactly 64 workers' worth, and 64-vCPU machines are common).
 func fdTableTarget(workers, maxConns int, limit uint64) (n int, capped bool) {
 	const reserve = 256
 	need := uint64(workers)*uint64(fdsPerWorker(maxConns)) + reserve
 	if need > limit {
-		return int(limit), limit < need-reserve
+		return int(limit), limit < uint64(workers)*uint64(maxConns)
 	}
 	return int(need), false
 }
@@ -74,8 +76,8 @@ func (s *Server) sizeFDTable(fd, workers int) {
 	}
 	n, capped := fdTableTarget(workers, s.cfg.MaxConnsPerWorker, rl.Cur)
 	if capped {
-		fmt.Fprintf(s.cfg.Log, "hotpath: RLIMIT_NOFILE %d is below the %d descriptors %d workers of %d connections may hold: accepts beyond it fail (EMFILE) and pause\n",
-			rl.Cur, workers*fdsPerWorker(s.cfg.MaxConnsPerWorker), workers, s.cfg.MaxConnsPerWorker)
+		fmt.Fprintf(s.cfg.Log, "hotpath: RLIMIT_NOFILE %d is below the %d connections of %d workers of %d: accepts beyond it fail (EMFILE) and pause\n",
+			rl.Cur, workers*s.cfg.MaxConnsPerWorker, workers, s.cfg.MaxConnsPerWorker)
 	}
 	if err := growFDTable(fd, n); err != nil {
 		fmt.Fprintf(s.cfg.Log, "hotpath: %v\n", err)

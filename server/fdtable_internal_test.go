@@ -16,7 +16,10 @@ func TestFDTableTarget(t *testing.T) {
 		{2, 16384, 20000, 20000, true},
 		// Below the workers' need plus the reserve only: no warning.
 		{1, 16384, per + 100, per + 100, false},
-		{96, 16384, 1 << 20, 1 << 20, true},
+		// The appliance's 2^20: 64 workers hold their connections (not
+		// all the lingering refused ones), 65 do not.
+		{64, 16384, 1 << 20, 1 << 20, false},
+		{65, 16384, 1 << 20, 1 << 20, true},
 	} {
 		n, capped := fdTableTarget(tc.workers, tc.maxConns, tc.limit)
 		if n != tc.want || capped != tc.capped {
