@@ -64,22 +64,23 @@ func growFDTable(fd, n int) error {
 	return unix.Close(hi)
 }
 
-// sizeFDTable sizes the descriptor table for the workers (see above),
-// saying so in the log when RLIMIT_NOFILE keeps the workers from holding
-// MaxConnsPerWorker connections each. A failure only costs the stalls
-// the sizing avoids: it is logged, not returned.
-func (s *Server) sizeFDTable(fd, workers int) {
+// sizeFDTable sizes the descriptor table for the workers (see above). It
+// returns what the log should say after the ready line (which a
+// supervisor may wait for as the first line): that RLIMIT_NOFILE keeps
+// the workers from holding MaxConnsPerWorker connections each, or that
+// the sizing failed, which only costs the stalls it avoids.
+func (s *Server) sizeFDTable(fd, workers int) (note string) {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
-		fmt.Fprintf(s.cfg.Log, "hotpath: getrlimit NOFILE: %v\n", err)
-		return
+		return fmt.Sprintf("hotpath: getrlimit NOFILE: %v\n", err)
 	}
 	n, capped := fdTableTarget(workers, s.cfg.MaxConnsPerWorker, rl.Cur)
 	if capped {
-		fmt.Fprintf(s.cfg.Log, "hotpath: RLIMIT_NOFILE %d is below the %d connections of %d workers of %d: accepts beyond it fail (EMFILE) and pause\n",
+		note = fmt.Sprintf("hotpath: RLIMIT_NOFILE %d is below the %d connections of %d workers of %d: accepts beyond it fail (EMFILE) and pause\n",
 			rl.Cur, workers*s.cfg.MaxConnsPerWorker, workers, s.cfg.MaxConnsPerWorker)
 	}
 	if err := growFDTable(fd, n); err != nil {
-		fmt.Fprintf(s.cfg.Log, "hotpath: %v\n", err)
+		note += fmt.Sprintf("hotpath: %v\n", err)
 	}
+	return note
 }

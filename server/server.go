@@ -66,6 +66,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"runtime"
 	"runtime/debug"
@@ -281,7 +282,7 @@ func (s *Server) Start() (err error) {
 	}
 	s.port = port
 	s.preferSockets(fds)
-	s.sizeFDTable(fds[0], len(cpus)) // before any accept4 needs it (fdtable.go)
+	fdNote := s.sizeFDTable(fds[0], len(cpus)) // before any accept4 needs it (fdtable.go)
 
 	ready := make(chan error, len(cpus))
 	for i, cpu := range cpus {
@@ -324,6 +325,9 @@ func (s *Server) Start() (err error) {
 		}
 	}
 	s.logReady(addr)
+	if fdNote != "" {
+		io.WriteString(s.cfg.Log, fdNote)
+	}
 	close(s.ready)
 	return nil
 }
