@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,10 +75,12 @@ func TestBuildArm64(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var checked []string
 	for _, rec := range recs {
 		if rec.Name != "init" && rec.Name != "workload" {
 			continue
 		}
+		checked = append(checked, rec.Name)
 		e, err := elf.NewFile(bytes.NewReader(rec.Data))
 		if err != nil {
 			t.Fatalf("%s: %v", rec.Name, err)
@@ -85,6 +88,9 @@ func TestBuildArm64(t *testing.T) {
 		if e.Machine != elf.EM_AARCH64 {
 			t.Errorf("/%s is for %s, want EM_AARCH64", rec.Name, e.Machine)
 		}
+	}
+	if want := []string{"init", "workload"}; !slices.Equal(checked, want) {
+		t.Errorf("programs in the initramfs %q, want %q", checked, want)
 	}
 	m, err := manifest.ReadFile(r.Manifest)
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -413,6 +414,10 @@ func TestRouteManyLiterals(t *testing.T) {
 // other methods.
 func TestExactRouteGet(t *testing.T) {
 	rt := routerOf(t, "POST /a", "GET /a", "HEAD /a", "/b", "GET /b", "GET /c", "PUT /d", "HEAD /e", "GET /e")
+	// Every one of the five paths takes the fast path, keyed by itself.
+	if got, want := slices.Sorted(maps.Keys(rt.exact)), []string{"/a", "/b", "/c", "/d", "/e"}; !slices.Equal(got, want) {
+		t.Errorf("exact paths %q, want %q", got, want)
+	}
 	for path, r := range rt.exact {
 		if want := r.lookup([]byte("GET")); r.get != want {
 			t.Errorf("%s: get %p, lookup(GET) %p", path, r.get, want)

@@ -540,8 +540,13 @@ func TestLocality(t *testing.T) {
 				}
 			}
 			// The server's own count, which a test outside the machine
-			// reads: every connection accepted where it was received.
-			for i, a := range s.Accepts() {
+			// reads: every connection accepted where it was received, by
+			// each of the two workers.
+			acc := s.Accepts()
+			if len(acc) != len(cpus) {
+				t.Errorf("Accepts: %+v, want one row a worker (%d)", acc, len(cpus))
+			}
+			for i, a := range acc {
 				if a.CPU != cpus[i] || a.Accepted != rounds || a.Foreign != 0 {
 					t.Errorf("worker %d: %+v, want cpu %d, %d accepted, 0 foreign", i, a, cpus[i], rounds)
 				}

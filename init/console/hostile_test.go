@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -96,6 +97,27 @@ func TestHostileValuesBounded(t *testing.T) {
 	}
 	if got.Instance == nil || !strings.HasPrefix(got.Instance.InstanceID, "i-0123\r\x1b[2KHOTPATH-REPORT") {
 		t.Errorf("instance %.200q: want the value, cut, decoded back as it was", got.Instance)
+	}
+	// The hook got every line the init wrote, as the console shows it:
+	// here all of the console's lines are the init's (no workload output),
+	// less the empty line each event and report line starts with. Without
+	// this the loop below passes with a hook that is never called.
+	var lines []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if !slices.Equal(hooked, lines) {
+		t.Errorf("hook got %d lines, the console shows %d: want the same lines", len(hooked), len(lines))
+	}
+	// Both log calls, the event and the report, in that order.
+	n := len(hooked)
+	if n < 4 || !strings.HasPrefix(hooked[0], Prefix+"imds: instance-id i-0123") ||
+		!slices.ContainsFunc(hooked, func(l string) bool { return strings.HasPrefix(l, Prefix+"user-data REJECTED (i-0123") }) ||
+		!strings.HasPrefix(hooked[n-2], report.EventPrefix+`{"kind":"time-sync"`) ||
+		!strings.HasPrefix(hooked[n-1], report.ReportPrefix+"{") {
+		t.Errorf("hook got %d lines, want the two log calls' lines, then the event, then the report", n)
 	}
 	for _, l := range hooked {
 		if strings.ContainsAny(l, "\r\x1b\n") || len(l) > MaxReport {

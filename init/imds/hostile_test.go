@@ -3,8 +3,10 @@ package imds_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +61,35 @@ func redirect(to string, code int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to+r.URL.Path, code) }
 }
 
+// answered lists the requests f answered, one "METHOD path status" each,
+// with " no-token" for a GET that carried none.
+func answered(f *vm.FakeIMDS) []string {
+	var out []string
+	for _, q := range f.Requests() {
+		l := fmt.Sprintf("%s %s %d", q.Method, q.Path, q.Status)
+		if q.Method == "GET" && !q.Token {
+			l += " no-token"
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// identityReads is what Identity asks a fake serving mac for after the
+// token: every item, each with the token, each answered; the device
+// number only when the MAC is read (skip: the paths that are not asked or
+// not answered).
+func identityReads(skip ...string) []string {
+	var out []string
+	for _, p := range []string{imds.PathInstanceID, imds.PathInstanceType, imds.PathRegion, imds.PathAZ,
+		imds.PathAMIID, imds.PathMAC, "/latest/meta-data/network/interfaces/macs/" + mac + "/device-number"} {
+		if !slices.Contains(skip, p) {
+			out = append(out, "GET "+p+" 200")
+		}
+	}
+	return out
+}
+
 // TestNoRedirects: a redirect of the token PUT or of a GET is not
 // followed, whatever its code, so the other host sees nothing (no token,
 // no token-less GET) and its user-data is not taken. Also with a
@@ -69,8 +100,15 @@ func TestNoRedirects(t *testing.T) {
 			for _, own := range []bool{false, true} {
 				other := newElsewhere(t)
 				f := vm.NewFakeIMDS(mac, []byte("workload.port=9090\n"))
-				c := &imds.Client{Base: override(t, f, map[string]http.HandlerFunc{path: redirect(other.URL, code)}),
-					Attempts: 2, Backoff: time.Millisecond}
+				var mu sync.Mutex
+				var redirected []string
+				to := redirect(other.URL, code)
+				c := &imds.Client{Base: override(t, f, map[string]http.HandlerFunc{path: func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					redirected = append(redirected, r.Method+" "+r.URL.Path)
+					mu.Unlock()
+					to(w, r)
+				}}), Attempts: 2, Backoff: time.Millisecond}
 				if own {
 					c.HTTP = &http.Client{Timeout: time.Second}
 				}
@@ -91,10 +129,28 @@ func TestNoRedirects(t *testing.T) {
 				if r := other.requests(); len(r) != 0 {
 					t.Errorf("%d on %s (own client %v): the other host got %q", code, path, own, r)
 				}
-				for _, q := range f.Requests() {
-					if q.Method == "GET" && !q.Token {
-						t.Errorf("%d on %s: a GET without a token: %+v", code, path, q)
-					}
+				// The redirect was asked for once (a 3xx is an answer, not
+				// retried), and what the service answered is exactly the
+				// token and, for the identity, the other items, each with
+				// the token: no token-less GET, nothing left unasked.
+				method := "GET"
+				var want []string
+				switch path {
+				case imds.TokenPath:
+					method = "PUT"
+				case imds.PathUserData:
+					want = []string{"PUT " + imds.TokenPath + " 200"}
+				case imds.PathInstanceID:
+					want = append([]string{"PUT " + imds.TokenPath + " 200"}, identityReads(path)...)
+				}
+				mu.Lock()
+				got := slices.Clone(redirected)
+				mu.Unlock()
+				if want1 := []string{method + " " + path}; !slices.Equal(got, want1) {
+					t.Errorf("%d on %s (own client %v): redirected %q, want %q", code, path, own, got, want1)
+				}
+				if got := answered(f); !slices.Equal(got, want) {
+					t.Errorf("%d on %s (own client %v): the service answered\n%q\nwant\n%q", code, path, own, got, want)
 				}
 			}
 		}
@@ -204,6 +260,16 @@ func TestHostileIdentity(t *testing.T) {
 			if strings.Contains(q.Path, "..") || strings.Count(q.Path, "/") > 7 {
 				t.Errorf("%s=%q: requested %q", tc.path, tc.value, q.Path)
 			}
+		}
+		// Exactly the token and every item (the loop above checks
+		// them): a refused MAC is not asked about, a MAC that is read
+		// (all the other cases) has its device number read.
+		want := append([]string{"PUT " + imds.TokenPath + " 200"}, identityReads()...)
+		if tc.path == imds.PathMAC {
+			want = want[:len(want)-1]
+		}
+		if got := answered(f); !slices.Equal(got, want) {
+			t.Errorf("%s=%q: the service answered\n%q\nwant\n%q", tc.path, tc.value, got, want)
 		}
 	}
 }

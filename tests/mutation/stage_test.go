@@ -130,7 +130,10 @@ func TestDefaultTargetsNaming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets, _ := ParseTargets("")
+	targets, err := ParseTargets("")
+	if err != nil || len(targets) != len(DefaultTargets) {
+		t.Fatalf("default targets %v (%v), want all %d of %q", targets, err, len(DefaultTargets), DefaultTargets)
+	}
 	for _, tg := range targets {
 		if _, err := s.Prepare(tg); err != nil {
 			t.Errorf("%s: %v", tg.Name(), err)
@@ -139,6 +142,9 @@ func TestDefaultTargetsNaming(t *testing.T) {
 		dirs, err := s.packageDirs(tg)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(dirs) == 0 {
+			t.Errorf("%s: no package directory", tg.Name())
 		}
 		for _, d := range dirs {
 			sd := s.StagePath(d)

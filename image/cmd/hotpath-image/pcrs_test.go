@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,11 +28,21 @@ func TestPcrsCmd(t *testing.T) {
 	if err := pcrsCmd([]string{p}, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
-	ms, _ := image.Measurements(efi)
+	ms, err := image.Measurements(efi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// PCR 4 and PCR 12 (the usage says why these two), each printed once
+	// with both banks' values.
+	var pcrs []int
 	for _, m := range ms {
+		pcrs = append(pcrs, m.PCR)
 		if !strings.Contains(out.String(), m.SHA256) || !strings.Contains(out.String(), m.SHA384) {
 			t.Errorf("pcr%d not in the output:\n%s", m.PCR, out.String())
 		}
+	}
+	if !slices.Equal(pcrs, []int{4, 12}) || strings.Count(out.String(), "sha256 ") != 2 || strings.Count(out.String(), "sha384 ") != 2 {
+		t.Errorf("PCRs %v, want 4 and 12, each printed once:\n%s", pcrs, out.String())
 	}
 	if !strings.Contains(out.String(), "unsigned") {
 		t.Errorf("output does not say the binary is unsigned:\n%s", out.String())
