@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -302,11 +303,19 @@ func checkShutdown(t *testing.T, b *booted, sigtermLine string) {
 	}
 	took := time.Since(start)
 	fmt.Fprintf(os.Stderr, "e2e: %d vCPUs: system_powerdown to QEMU exit %v (grace %v)\n", b.cpus, took.Round(time.Millisecond), grace)
-	if evs, err := b.Console.Events(mark); err == nil {
-		for _, ev := range evs {
-			if ev.Kind == report.EventRestart || ev.Kind == report.EventStart {
-				t.Errorf("the workload was restarted during shutdown: %+v", ev)
-			}
+	// No restart among the events since the mark, which must hold the
+	// power-off waited for above (else the list read is not the one
+	// judged: an absence check over nothing passes).
+	evs, err := b.Console.Events(mark)
+	if err != nil {
+		t.Errorf("the console's events since the shutdown began: %v", err)
+	}
+	if !slices.ContainsFunc(evs, func(ev report.Event) bool { return ev.Kind == report.EventPowerOff }) {
+		t.Errorf("the console's events since the shutdown began lack the power-off: %+v", evs)
+	}
+	for _, ev := range evs {
+		if ev.Kind == report.EventRestart || ev.Kind == report.EventStart {
+			t.Errorf("the workload was restarted during shutdown: %+v", ev)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,11 +77,18 @@ func TestSupervision(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if evs, err := b.Console.Events(mark); err == nil {
-		for _, ev := range evs {
-			if ev.Kind == report.EventCrashLoop {
-				t.Errorf("one requested exit reported as a crash loop: %+v", ev)
-			}
+	// No crash loop among the events since the exit, which must hold the
+	// restart waited for above (an absence check over nothing passes).
+	evs, err := b.Console.Events(mark)
+	if err != nil {
+		t.Errorf("the console's events since the exit: %v", err)
+	}
+	if !slices.ContainsFunc(evs, func(ev report.Event) bool { return ev.Kind == report.EventRestart }) {
+		t.Errorf("the console's events since the exit lack the restart: %+v", evs)
+	}
+	for _, ev := range evs {
+		if ev.Kind == report.EventCrashLoop {
+			t.Errorf("one requested exit reported as a crash loop: %+v", ev)
 		}
 	}
 	t.Run("shutdown", func(t *testing.T) { checkShutdown(t, b, "exiter: SIGTERM") })
