@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,38 +15,57 @@ import (
 	"github.com/hotpath-dev/hotpath/image"
 	"github.com/hotpath-dev/hotpath/init/pstore"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/inspector"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
 
-// TestNitroNVMeNUMA boots the default image the way a two-socket Nitro
+// TestNitroNVMeNUMA boots the inspector image the way a two-socket Nitro
 // instance presents itself, in one boot: the disk is an NVMe controller
 // (OVMF reads the ESP from it; there is no virtio-blk), the guest has two
 // NUMA nodes (vCPUs 0-1 and 2-3) and the NIC hangs off node 1 behind a
-// pxb-pcie bridge, with 2 queues for 4 vCPUs. The report must show both
-// nodes, the NIC on node 1, and the queue interrupts on node 1's CPUs;
-// QEMU's own view of the PCI tree (query-pci) is the independent check of
-// where the disk and the NIC are.
+// pxb-pcie bridge, with 2 queues for 4 vCPUs. QEMU's own view of the PCI
+// tree (query-pci) is the independent check of where the disk and the
+// NIC are; the inspector's reading of the guest (the nodes' CPUs, the
+// NIC's PCI function's node, where each queue interrupt is delivered, the
+// XPS and RPS masks, the workload threads' CPUs) is judged against the
+// set-up alone (CheckNUMAPlacement); the report must say the same
+// (checkNUMA), and say it as the inspector reads it.
 func TestNitroNVMeNUMA(t *testing.T) {
 	requireE2E(t)
-	disk := buildImage(t, "")
+	disk := buildImage(t, inspectorPkg)
 	start := time.Now()
-	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 4, Queues: 2, MemoryMB: 1024,
-		Nitro: vm.Nitro{NVMe: true, NUMA: []string{"0-1", "2-3"}, NICNode: 1}}, 0)
+	setup := NUMASetup{Nodes: []string{"0-1", "2-3"}, NICNode: 1, Queues: 2}
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 4, Queues: setup.Queues, MemoryMB: 1024,
+		Nitro: vm.Nitro{NVMe: true, NUMA: setup.Nodes, NICNode: setup.NICNode}}, 0)
 	fmt.Fprintf(os.Stderr, "e2e: NVMe + 2 NUMA nodes, NIC on node 1: QEMU start to report %v, kernel start to ready %d ms\n",
 		time.Since(start).Round(time.Millisecond), b.rep.ReadyMillis)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	t.Run("pci", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		devs, err := queryPCI(ctx, b.QMP)
 		if err != nil {
 			t.Fatal(err)
 		}
 		reportErrs(t, checkNitroPCI(devs))
 	})
-	t.Run("numa", func(t *testing.T) { reportErrs(t, checkNUMA(b.rep, []string{"0-1", "2-3"}, 1)) })
+	t.Run("placement", func(t *testing.T) {
+		var snap inspector.Snapshot
+		if err := getJSON(ctx, b.Netns.HTTPClient(time.Minute), "http://"+net.JoinHostPort(b.Addr, b.port)+"/inspect", &snap); err != nil {
+			t.Fatal(err)
+		}
+		r, err := ReadNUMA(&snap)
+		if err != nil {
+			t.Fatalf("inspector: %v (errors %v)", err, snap.Errors)
+		}
+		t.Logf("inspector: nodes %v, NIC %s (%s, %s) on node %d, IRQs %+v, XPS %v, RPS %v, threads %v",
+			r.Nodes, r.NIC, r.PCI, r.Virtio, r.NICNode, r.IRQs, r.XPS, r.RPS, r.Threads)
+		reportErrs(t, CheckNUMAPlacement(setup, r))
+		if n := b.rep.NUMA; n != nil && n.NICNode != r.NICNode {
+			t.Errorf("the boot report lies: NIC node %d, the inspector reads %d", n.NICNode, r.NICNode)
+		}
+	})
+	t.Run("report", func(t *testing.T) { reportErrs(t, checkNUMA(b.rep, setup.Nodes, setup.NICNode)) })
 	t.Run("http", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		if err := CheckGet(ctx, b.dial, JSON); err != nil {
 			t.Error(err)
 		}
