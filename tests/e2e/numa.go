@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/inspector"
 )
 
@@ -332,6 +333,35 @@ func CheckNUMAPlacement(want NUMASetup, r *NUMAReading) []error {
 		if got := r.Threads[tid]; !slices.Equal(got, all) {
 			bad("workload thread %d may run on CPUs %v, want %v (nic.spread=rps keeps every CPU)", tid, got, all)
 		}
+	}
+	return errs
+}
+
+// DiffNUMA names what the boot report says of the NUMA placement
+// differently from the inspector's reading: the NIC's node, and the
+// queue interrupts (every one the inspector finds, with its affinity).
+func DiffNUMA(rep *report.Report, r *NUMAReading) []error {
+	var errs []error
+	if rep.NUMA == nil {
+		errs = append(errs, fmt.Errorf("the boot report has no numa, the inspector reads the NIC on node %d", r.NICNode))
+	} else if rep.NUMA.NICNode != r.NICNode {
+		errs = append(errs, fmt.Errorf("the boot report lies: NIC node %d, the inspector reads %d", rep.NUMA.NICNode, r.NICNode))
+	}
+	said, read := map[string]string{}, map[string]string{}
+	if rep.Facts.NIC != nil {
+		for _, q := range rep.Facts.NIC.IRQs {
+			said[q.Name] = q.Affinity
+		}
+	}
+	for _, q := range r.IRQs {
+		s := make([]string, len(q.Affinity))
+		for i, c := range q.Affinity {
+			s[i] = strconv.Itoa(c)
+		}
+		read[q.Name] = strings.Join(s, ",")
+	}
+	if a, b := sortedMap(said), sortedMap(read); a != b {
+		errs = append(errs, fmt.Errorf("the boot report lies: queue interrupts %s, the inspector reads %s", a, b))
 	}
 	return errs
 }

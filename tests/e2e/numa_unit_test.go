@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hotpath-dev/hotpath/init/report"
 	"github.com/hotpath-dev/hotpath/tests/inspector"
 )
 
@@ -219,6 +220,40 @@ func TestMaskCPUs(t *testing.T) {
 		got, err := maskCPUs(c.in)
 		if (err != nil) != c.err || !slices.Equal(got, c.want) {
 			t.Errorf("maskCPUs(%q) = %v, %v; want %v (error %v)", c.in, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestDiffNUMA(t *testing.T) {
+	r, err := ReadNUMA(numaSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := func() *report.Report {
+		return &report.Report{NUMA: &report.NUMA{NICNode: 1}, Facts: report.Facts{NIC: &report.NIC{IRQs: []report.IRQ{
+			{IRQ: 25, Name: "virtio1-input.0", Queue: 0, Affinity: "2"}, {IRQ: 26, Name: "virtio1-output.0", Queue: 0, Affinity: "2"},
+			{IRQ: 27, Name: "virtio1-input.1", Queue: 1, Affinity: "3"}, {IRQ: 28, Name: "virtio1-output.1", Queue: 1, Affinity: "3"},
+		}}}}
+	}
+	if errs := DiffNUMA(good(), r); len(errs) > 0 {
+		t.Errorf("a true report: %v", errs)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*report.Report)
+		want   string
+	}{
+		{"node", func(rep *report.Report) { rep.NUMA.NICNode = 0 }, "NIC node 0, the inspector reads 1"},
+		{"no numa", func(rep *report.Report) { rep.NUMA = nil }, "has no numa"},
+		// The init's reader misses the tx interrupts: what it lists is true.
+		{"tx unlisted", func(rep *report.Report) { rep.Facts.NIC.IRQs = rep.Facts.NIC.IRQs[:1] }, "queue interrupts"},
+		{"affinity", func(rep *report.Report) { rep.Facts.NIC.IRQs[2].Affinity = "1" }, `virtio1-input.1="1"`},
+	} {
+		rep := good()
+		c.change(rep)
+		errs := DiffNUMA(rep, r)
+		if !slices.ContainsFunc(errs, func(e error) bool { return strings.Contains(e.Error(), c.want) }) {
+			t.Errorf("%s: %v, want an error with %q", c.name, errs, c.want)
 		}
 	}
 }
