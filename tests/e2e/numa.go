@@ -365,3 +365,20 @@ func DiffNUMA(rep *report.Report, r *NUMAReading) []error {
 	}
 	return errs
 }
+
+// Settled reports whether every queue interrupt is delivered within the
+// CPUs it is pointed at. On x86 without interrupt remapping the kernel
+// moves an MSI's vector only when it next fires (irq_move_irq from the
+// ack); until then smp_affinity_list shows the new (pending) mask and
+// effective_affinity_list the CPU still receiving it. A test that reads
+// right after the init wrote the affinity waits for traffic to settle it.
+func (r *NUMAReading) Settled() bool {
+	for _, q := range r.IRQs {
+		for _, c := range q.Effective {
+			if !slices.Contains(q.Affinity, c) {
+				return false
+			}
+		}
+	}
+	return true
+}

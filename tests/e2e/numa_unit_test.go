@@ -257,3 +257,20 @@ func TestDiffNUMA(t *testing.T) {
 		}
 	}
 }
+
+func TestSettled(t *testing.T) {
+	for _, c := range []struct {
+		aff, eff []int
+		want     bool
+	}{
+		{[]int{2}, []int{2}, true},
+		{[]int{0, 1}, []int{0}, true},
+		{[]int{0}, []int{1}, false}, // the move to CPU 0 is pending
+		{[]int{2}, []int{2, 3}, false},
+	} {
+		r := &NUMAReading{IRQs: []QueueIRQ{{Name: "ok", Affinity: []int{3}, Effective: []int{3}}, {Name: "q", Affinity: c.aff, Effective: c.eff}}}
+		if got := r.Settled(); got != c.want {
+			t.Errorf("affinity %v effective %v: settled %v, want %v", c.aff, c.eff, got, c.want)
+		}
+	}
+}
