@@ -56,23 +56,7 @@ func TestNitroNVMeNUMA(t *testing.T) {
 		// finishes moving it (Settled).
 		client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: b.Netns.DialContext, DisableKeepAlives: true}}
 		base := "http://" + net.JoinHostPort(b.Addr, b.port)
-		var r *NUMAReading
-		deadline := time.Now().Add(30 * time.Second)
-		for polls := 1; ; polls++ {
-			var snap inspector.Snapshot
-			if err := getJSON(ctx, client, base+"/inspect", &snap); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			if r, err = ReadNUMA(&snap); err != nil {
-				t.Fatalf("inspector: %v (errors %v)", err, snap.Errors)
-			}
-			if r.Settled() || time.Now().After(deadline) {
-				t.Logf("inspector, read %d times (settled: %v): nodes %v, NIC %s (%s, %s) on node %d, IRQs %+v, XPS %v, RPS %v, threads %v",
-					polls, r.Settled(), r.Nodes, r.NIC, r.PCI, r.Virtio, r.NICNode, r.IRQs, r.XPS, r.RPS, r.Threads)
-				break
-			}
-			t.Logf("inspector: a vector not yet moved: %+v", r.IRQs)
+		traffic := func() {
 			for range 8 {
 				var m map[string]string
 				if err := getJSON(ctx, client, base+"/json", &m); err != nil {
@@ -80,8 +64,39 @@ func TestNitroNVMeNUMA(t *testing.T) {
 				}
 			}
 		}
+		read := func() *NUMAReading {
+			var snap inspector.Snapshot
+			if err := getJSON(ctx, client, base+"/inspect", &snap); err != nil {
+				t.Fatal(err)
+			}
+			r, err := ReadNUMA(&snap)
+			if err != nil {
+				t.Fatalf("inspector: %v (errors %v)", err, snap.Errors)
+			}
+			return r
+		}
+		var r *NUMAReading
+		deadline := time.Now().Add(30 * time.Second)
+		for polls := 1; ; polls++ {
+			r = read()
+			if r.Settled() || time.Now().After(deadline) {
+				t.Logf("inspector, read %d times (settled: %v): nodes %v, NIC %s (%s, %s) on node %d, IRQs %+v, XPS %v, RPS %v, threads %v",
+					polls, r.Settled(), r.Nodes, r.NIC, r.PCI, r.Virtio, r.NICNode, r.IRQs, r.XPS, r.RPS, r.Threads)
+				break
+			}
+			t.Logf("inspector: a vector not yet moved: %+v", r.IRQs)
+			traffic()
+		}
 		reportErrs(t, CheckNUMAPlacement(setup, r))
 		reportErrs(t, DiffNUMA(b.rep, r))
+		// Where the interrupts are really taken: the per-CPU counts of
+		// /proc/interrupts grow only on each queue's CPU.
+		traffic()
+		after := read()
+		for _, q := range after.IRQs {
+			t.Logf("%s counts per CPU %v", q.Name, q.Counts)
+		}
+		reportErrs(t, CheckDelivered(setup, r, after))
 	})
 	t.Run("report", func(t *testing.T) { reportErrs(t, checkNUMA(b.rep, setup.Nodes, setup.NICNode)) })
 	t.Run("http", func(t *testing.T) {

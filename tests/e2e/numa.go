@@ -51,6 +51,9 @@ type QueueIRQ struct {
 	Queue     int
 	Affinity  []int
 	Effective []int
+	// Counts is the interrupt's count on each CPU (/proc/interrupts'
+	// columns, CPU0 first).
+	Counts []uint64
 }
 
 // virtioNet are virtio-net's PCI device ids: transitional and modern.
@@ -177,6 +180,13 @@ func virtioQueueIRQs(s *inspector.Snapshot, dev string) ([]QueueIRQ, error) {
 		}
 		q := QueueIRQ{IRQ: num, Name: m[0], Kind: map[string]string{"input": "rx", "output": "tx"}[m[2]]}
 		q.Queue, _ = strconv.Atoi(m[3])
+		for _, f := range fs[1:] {
+			n, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				break // the chip's name: the counts are over
+			}
+			q.Counts = append(q.Counts, n)
+		}
 		for _, f := range []struct {
 			file string
 			dst  *[]int
@@ -261,16 +271,13 @@ func statusCPUs(status string) ([]int, error) {
 func CheckNUMAPlacement(want NUMASetup, r *NUMAReading) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	var all, local []int
+	var all []int
 	for i, n := range want.Nodes {
 		cpus, err := parseCPUList(n)
 		if err != nil {
 			return []error{fmt.Errorf("set-up: %w", err)}
 		}
 		all = append(all, cpus...)
-		if i == want.NICNode {
-			local = cpus
-		}
 		if got, ok := r.Nodes[i]; !ok || !slices.Equal(got, cpus) {
 			bad("node %d has CPUs %v (%s/node%d/cpulist), QEMU was given %s", i, got, inspector.NodeDir, i, n)
 		}
@@ -282,12 +289,7 @@ func CheckNUMAPlacement(want NUMASetup, r *NUMAReading) []error {
 	if r.NICNode != want.NICNode {
 		bad("the NIC's PCI function %s (%s) is on node %d, QEMU put it behind node %d's bridge", r.PCI, r.NIC, r.NICNode, want.NICNode)
 	}
-	order := slices.Clone(local)
-	for _, c := range all {
-		if !slices.Contains(local, c) {
-			order = append(order, c)
-		}
-	}
+	order := want.queueOrder()
 	if want.Queues >= len(all) || want.Queues <= 0 {
 		return append(errs, fmt.Errorf("set-up: %d queues for %d CPUs: the NUMA order only applies with fewer queues", want.Queues, len(all)))
 	}
@@ -381,4 +383,65 @@ func (r *NUMAReading) Settled() bool {
 		}
 	}
 	return true
+}
+
+// queueOrder is the order in which the queues take the CPUs, as the
+// set-up implies it (CheckNUMAPlacement): the NIC's node's CPUs first,
+// then the others, each in CPU order.
+func (w NUMASetup) queueOrder() []int {
+	var all, local []int
+	for i, n := range w.Nodes {
+		cpus, _ := parseCPUList(n)
+		all = append(all, cpus...)
+		if i == w.NICNode {
+			local = cpus
+		}
+	}
+	slices.Sort(all)
+	order := slices.Clone(local)
+	for _, c := range all {
+		if !slices.Contains(local, c) {
+			order = append(order, c)
+		}
+	}
+	return order
+}
+
+// CheckDelivered compares two readings taken with traffic in between:
+// every queue interrupt that fired in between fired on its queue's CPU
+// only (the count columns of /proc/interrupts, where the interrupts were
+// really taken), and at least one did.
+func CheckDelivered(want NUMASetup, before, after *NUMAReading) []error {
+	var errs []error
+	order := want.queueOrder()
+	prev := map[int]QueueIRQ{}
+	for _, q := range before.IRQs {
+		prev[q.IRQ] = q
+	}
+	fired := 0
+	for _, q := range after.IRQs {
+		p, ok := prev[q.IRQ]
+		if !ok || q.Queue >= len(order) {
+			errs = append(errs, fmt.Errorf("%s (IRQ %d) in one reading only, or queue %d beyond the CPUs", q.Name, q.IRQ, q.Queue))
+			continue
+		}
+		for c, n := range q.Counts {
+			var was uint64
+			if c < len(p.Counts) {
+				was = p.Counts[c]
+			}
+			if n <= was {
+				continue
+			}
+			fired++
+			if c != order[q.Queue] {
+				errs = append(errs, fmt.Errorf("%s (IRQ %d) fired %d times on CPU %d between two readings, want CPU %d only (queue %d's)",
+					q.Name, q.IRQ, n-was, c, order[q.Queue], q.Queue))
+			}
+		}
+	}
+	if fired == 0 {
+		errs = append(errs, fmt.Errorf("no queue interrupt fired between the two readings: nothing to judge"))
+	}
+	return errs
 }

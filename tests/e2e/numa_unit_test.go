@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -70,14 +71,14 @@ func TestReadNUMA(t *testing.T) {
 		t.Errorf("nodes %v", r.Nodes)
 	}
 	want := []QueueIRQ{
-		{25, "virtio1-input.0", "rx", 0, []int{2}, []int{2}},
-		{26, "virtio1-output.0", "tx", 0, []int{2}, []int{2}},
-		{27, "virtio1-input.1", "rx", 1, []int{3}, []int{3}},
-		{28, "virtio1-output.1", "tx", 1, []int{3}, []int{3}},
+		{25, "virtio1-input.0", "rx", 0, []int{2}, []int{2}, []uint64{0, 0, 40, 0}},
+		{26, "virtio1-output.0", "tx", 0, []int{2}, []int{2}, []uint64{0, 0, 9, 0}},
+		{27, "virtio1-input.1", "rx", 1, []int{3}, []int{3}, []uint64{0, 0, 0, 31}},
+		{28, "virtio1-output.1", "tx", 1, []int{3}, []int{3}, []uint64{0, 0, 0, 7}},
 	}
 	if !slices.EqualFunc(r.IRQs, want, func(a, b QueueIRQ) bool {
 		return a.IRQ == b.IRQ && a.Name == b.Name && a.Kind == b.Kind && a.Queue == b.Queue &&
-			slices.Equal(a.Affinity, b.Affinity) && slices.Equal(a.Effective, b.Effective)
+			slices.Equal(a.Affinity, b.Affinity) && slices.Equal(a.Effective, b.Effective) && slices.Equal(a.Counts, b.Counts)
 	}) {
 		t.Errorf("IRQs %+v, want %+v", r.IRQs, want)
 	}
@@ -272,5 +273,52 @@ func TestSettled(t *testing.T) {
 		if got := r.Settled(); got != c.want {
 			t.Errorf("affinity %v effective %v: settled %v, want %v", c.aff, c.eff, got, c.want)
 		}
+	}
+}
+
+// Interrupts taken between two readings must be on their queue's CPU.
+func TestCheckDelivered(t *testing.T) {
+	before, err := ReadNUMA(numaSnapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(irq, name string, c0, c1, c2, c3 int) string {
+		return fmt.Sprintf(" %s: %d %d %d %d PCI-MSIX-0000:81:00.0 1-edge %s\n", irq, c0, c1, c2, c3, name)
+	}
+	for _, c := range []struct {
+		name  string
+		lines string
+		want  string // "" for no error
+	}{
+		{"on their CPUs", line("25", "virtio1-input.0", 0, 0, 45, 0) + line("28", "virtio1-output.1", 0, 0, 0, 9), ""},
+		{"rx on node 0", line("25", "virtio1-input.0", 3, 0, 40, 0), "virtio1-input.0 (IRQ 25) fired 3 times on CPU 0"},
+		{"tx on the other node-1 CPU", line("26", "virtio1-output.0", 0, 0, 9, 2), "virtio1-output.0 (IRQ 26) fired 2 times on CPU 3 between two readings, want CPU 2 only"},
+		{"nothing fired", "", "no queue interrupt fired"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := numaSnapshot()
+			var text strings.Builder
+			text.WriteString("           CPU0       CPU1       CPU2       CPU3\n")
+			for _, l := range strings.Split(s.Files["/proc/interrupts"], "\n")[1:] {
+				f := strings.Fields(l)
+				if len(f) > 0 && strings.Contains(c.lines, " "+f[0]+" ") {
+					continue // replaced
+				}
+				text.WriteString(l + "\n")
+			}
+			text.WriteString(c.lines)
+			s.Files["/proc/interrupts"] = text.String()
+			after, err := ReadNUMA(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := CheckDelivered(numaRig, before, after)
+			switch {
+			case c.want == "" && len(errs) > 0:
+				t.Errorf("errors %v, want none", errs)
+			case c.want != "" && !slices.ContainsFunc(errs, func(e error) bool { return strings.Contains(e.Error(), c.want) }):
+				t.Errorf("errors %v, want one with %q", errs, c.want)
+			}
+		})
 	}
 }
