@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,38 +16,90 @@ import (
 	"github.com/hotpath-dev/hotpath/image"
 	"github.com/hotpath-dev/hotpath/init/pstore"
 	"github.com/hotpath-dev/hotpath/init/report"
+	"github.com/hotpath-dev/hotpath/tests/inspector"
 	"github.com/hotpath-dev/hotpath/tests/vm"
 )
 
-// TestNitroNVMeNUMA boots the default image the way a two-socket Nitro
+// TestNitroNVMeNUMA boots the inspector image the way a two-socket Nitro
 // instance presents itself, in one boot: the disk is an NVMe controller
 // (OVMF reads the ESP from it; there is no virtio-blk), the guest has two
 // NUMA nodes (vCPUs 0-1 and 2-3) and the NIC hangs off node 1 behind a
-// pxb-pcie bridge, with 2 queues for 4 vCPUs. The report must show both
-// nodes, the NIC on node 1, and the queue interrupts on node 1's CPUs;
-// QEMU's own view of the PCI tree (query-pci) is the independent check of
-// where the disk and the NIC are.
+// pxb-pcie bridge, with 2 queues for 4 vCPUs. QEMU's own view of the PCI
+// tree (query-pci) is the independent check of where the disk and the
+// NIC are; the inspector's reading of the guest (the nodes' CPUs, the
+// NIC's PCI function's node, where each queue interrupt is delivered, the
+// XPS and RPS masks, the workload threads' CPUs) is judged against the
+// set-up alone (CheckNUMAPlacement); the report must say the same
+// (checkNUMA), and say it as the inspector reads it.
 func TestNitroNVMeNUMA(t *testing.T) {
 	requireE2E(t)
-	disk := buildImage(t, "")
+	disk := buildImage(t, inspectorPkg)
 	start := time.Now()
-	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 4, Queues: 2, MemoryMB: 1024,
-		Nitro: vm.Nitro{NVMe: true, NUMA: []string{"0-1", "2-3"}, NICNode: 1}}, 0)
+	setup := NUMASetup{Nodes: []string{"0-1", "2-3"}, NICNode: 1, Queues: 2}
+	b := bootConfig(t, vm.Config{Disk: disk, CPUs: 4, Queues: setup.Queues, MemoryMB: 1024,
+		Nitro: vm.Nitro{NVMe: true, NUMA: setup.Nodes, NICNode: setup.NICNode}}, 0)
 	fmt.Fprintf(os.Stderr, "e2e: NVMe + 2 NUMA nodes, NIC on node 1: QEMU start to report %v, kernel start to ready %d ms\n",
 		time.Since(start).Round(time.Millisecond), b.rep.ReadyMillis)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	t.Run("pci", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		devs, err := queryPCI(ctx, b.QMP)
 		if err != nil {
 			t.Fatal(err)
 		}
 		reportErrs(t, checkNitroPCI(devs))
 	})
-	t.Run("numa", func(t *testing.T) { reportErrs(t, checkNUMA(b.rep, []string{"0-1", "2-3"}, 1)) })
+	t.Run("placement", func(t *testing.T) {
+		// Fresh connections: new source ports, which RSS spreads over both
+		// rx queues, answered from whichever CPU serves them (XPS picks
+		// the tx queue), so that every vector fires and the kernel
+		// finishes moving it (Settled).
+		client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: b.Netns.DialContext, DisableKeepAlives: true}}
+		base := "http://" + net.JoinHostPort(b.Addr, b.port)
+		traffic := func() {
+			for range 8 {
+				var m map[string]string
+				if err := getJSON(ctx, client, base+"/json", &m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		read := func() *NUMAReading {
+			var snap inspector.Snapshot
+			if err := getJSON(ctx, client, base+"/inspect", &snap); err != nil {
+				t.Fatal(err)
+			}
+			r, err := ReadNUMA(&snap)
+			if err != nil {
+				t.Fatalf("inspector: %v (errors %v)", err, snap.Errors)
+			}
+			return r
+		}
+		var r *NUMAReading
+		deadline := time.Now().Add(30 * time.Second)
+		for polls := 1; ; polls++ {
+			r = read()
+			if r.Settled() || time.Now().After(deadline) {
+				t.Logf("inspector, read %d times (settled: %v): nodes %v, NIC %s (%s, %s) on node %d, IRQs %+v, XPS %v, RPS %v, threads %v",
+					polls, r.Settled(), r.Nodes, r.NIC, r.PCI, r.Virtio, r.NICNode, r.IRQs, r.XPS, r.RPS, r.Threads)
+				break
+			}
+			t.Logf("inspector: a vector not yet moved: %+v", r.IRQs)
+			traffic()
+		}
+		reportErrs(t, CheckNUMAPlacement(setup, r))
+		reportErrs(t, DiffNUMA(b.rep, r))
+		// Where the interrupts are really taken: the per-CPU counts of
+		// /proc/interrupts grow only on each queue's CPU.
+		traffic()
+		after := read()
+		for _, q := range after.IRQs {
+			t.Logf("%s counts per CPU %v", q.Name, q.Counts)
+		}
+		reportErrs(t, CheckDelivered(setup, r, after))
+	})
+	t.Run("report", func(t *testing.T) { reportErrs(t, checkNUMA(b.rep, setup.Nodes, setup.NICNode)) })
 	t.Run("http", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
 		if err := CheckGet(ctx, b.dial, JSON); err != nil {
 			t.Error(err)
 		}

@@ -126,6 +126,14 @@ var (
 // VulnerabilitiesDir holds one file per known CPU vulnerability.
 const VulnerabilitiesDir = "/sys/devices/system/cpu/vulnerabilities"
 
+// NodeDir holds one directory per NUMA node (nodeN/cpulist); a kernel
+// without CONFIG_NUMA has none.
+const NodeDir = "/sys/devices/system/node"
+
+// PCIDir holds one entry per PCI function, named by its address
+// (0000:81:00.0), behind bridges too.
+const PCIDir = "/sys/bus/pci/devices"
+
 // Collect reads a snapshot. It never stops at an error: what failed is
 // recorded in Errors and the rest is read.
 func Collect() *Snapshot {
@@ -152,6 +160,19 @@ func Collect() *Snapshot {
 	// holds, whoever wrote it).
 	s.readGlob("/sys/class/net/*/napi_defer_hard_irqs")
 	s.readGlob("/sys/class/net/*/gro_flush_timeout")
+	// NUMA placement, read where the kernel keeps it: each node's CPUs,
+	// each PCI function's node and identity, which netdev hangs off which
+	// function (directly, or through its virtio device), where each
+	// interrupt is actually delivered, and the CPUs each of this
+	// process's threads may run on.
+	s.readGlob(NodeDir + "/node*/cpulist")
+	for _, attr := range []string{"numa_node", "vendor", "device"} {
+		s.readGlob(PCIDir + "/*/" + attr)
+	}
+	s.readGlob(PCIDir + "/*/net/*/ifindex")
+	s.readGlob(PCIDir + "/*/virtio*/net/*/ifindex")
+	s.readGlob("/proc/irq/*/effective_affinity_list")
+	s.readGlob("/proc/self/task/*/status")
 	s.netlink()
 	s.Process = self()
 	return s

@@ -1,8 +1,10 @@
 package inspector
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -52,6 +54,27 @@ func TestCollectHost(t *testing.T) {
 	}
 	if len(s.Process.Affinity) == 0 {
 		t.Error("no CPU affinity read")
+	}
+	// The NUMA placement files, each as read here, wherever this machine
+	// has them (a container may hide /sys/bus/pci or /proc/irq).
+	for _, pattern := range []string{NodeDir + "/node*/cpulist", PCIDir + "/*/numa_node", PCIDir + "/*/vendor",
+		PCIDir + "/*/net/*/ifindex", "/proc/irq/*/effective_affinity_list"} {
+		ms, _ := filepath.Glob(pattern)
+		for _, p := range ms {
+			want, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			if got, ok := s.Files[p]; !ok || got != string(want) {
+				t.Errorf("%s: %q (read: %v), want %q", p, got, ok, want)
+			}
+		}
+		t.Logf("%s: %d files", pattern, len(ms))
+	}
+	// Every thread of this process, the main one included.
+	tid := fmt.Sprintf("/proc/self/task/%d/status", os.Getpid())
+	if !strings.Contains(s.Files[tid], "Cpus_allowed_list:") {
+		t.Errorf("%s: %q, want the main thread's status", tid, s.Files[tid])
 	}
 	// Step 10's attributes of every interface that has them (Linux 5.11+),
 	// as they are.

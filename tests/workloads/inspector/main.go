@@ -1,8 +1,9 @@
 // Command inspector is the end-to-end tests' independent witness: shipped
 // as the workload of a test image, it serves what it reads of the running
-// guest (package tests/inspector: raw /proc and /sys files, rtnetlink,
-// ethtool, its own process) so that the test can compare the init's boot
-// report with somebody else's reading. It imports nothing from init/.
+// guest (package tests/inspector: raw /proc and /sys files, the NUMA
+// placement among them, rtnetlink, ethtool, its own process and threads)
+// so that the test can compare the init's boot report with somebody
+// else's reading. It imports nothing from init/.
 //
 //	GET /inspect  a fresh inspector.Snapshot as JSON
 //	GET /conn     this connection as the inspector accepted it
