@@ -154,3 +154,50 @@ func TestSecureBootPolicyValueFromSpec(t *testing.T) {
 		}
 	}
 }
+
+// rawList is an EFI_SIGNATURE_LIST of X.509 type with the given
+// SignatureListSize, SignatureHeaderSize and SignatureSize fields as they
+// are (malformed ones too), hdr zero bytes of header, then entries.
+func rawList(size, hdr, sig int, entries ...[]byte) []byte {
+	x509 := []byte{0xa1, 0x59, 0xc0, 0xa5, 0xe4, 0x94, 0xa7, 0x4a, 0x87, 0xb5, 0xab, 0x15, 0x5c, 0x2b, 0xf0, 0x72}
+	b := append([]byte{}, x509...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(size))
+	b = binary.LittleEndian.AppendUint32(b, uint32(hdr))
+	b = binary.LittleEndian.AppendUint32(b, uint32(sig))
+	b = append(b, make([]byte, hdr)...)
+	for _, e := range entries {
+		b = append(b, e...)
+	}
+	return b
+}
+
+// TestDBEntryLists: lists DBEntry must step over (a signature header, no
+// entries, empty signatures) and malformed ones it must stop at without
+// reading past db (passed with no spare capacity, so that a read beyond
+// it panics instead of finding zeros).
+func TestDBEntryLists(t *testing.T) {
+	cert := []byte("the cert")
+	entry := append(bytes.Repeat([]byte{7}, 16), cert...)
+	good := signatureList(7, cert)
+	for _, tc := range []struct {
+		name  string
+		db    []byte
+		found bool
+	}{
+		{"a signature header before the entries", rawList(28+8+len(entry), 8, len(entry), entry), true},
+		{"an empty list first", append(rawList(28, 0, len(entry)), good...), true},
+		{"a list of empty signatures first", append(rawList(28+16, 0, 16, make([]byte, 16)), good...), true},
+		{"the last list holds others only", signatureList(7, []byte("not this"), []byte("nor that")), false},
+		{"a list smaller than its header: stop", append(rawList(28, 8, len(entry)), good...), false},
+		{"a list longer than db: stop", rawList(28+2*len(entry), 0, len(entry), entry[:len(entry)-1]), false},
+		{"signatures shorter than their owner: stop", append(rawList(28+8, 0, 8, make([]byte, 8)), good...), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := tc.db[:len(tc.db):len(tc.db)]
+			e, ok := pcr.DBEntry(db, cert)
+			if ok != tc.found || ok && !bytes.Equal(e, entry) {
+				t.Errorf("DBEntry = %q, %v; want found %v", e, ok, tc.found)
+			}
+		})
+	}
+}

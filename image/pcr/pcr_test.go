@@ -1,6 +1,7 @@
 package pcr_test
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -68,5 +69,15 @@ func TestReplayIgnoresOtherPCRs(t *testing.T) {
 	ev := []pcr.Event{{PCR: 7, Digest: make([]byte, 32)}}
 	if v := pcr.Replay(crypto.SHA256, 4, ev); hex.EncodeToString(v) != strings.Repeat("0", 64) {
 		t.Errorf("Replay(4) extended a PCR 7 event: %x", v)
+	}
+	// Interleaved: PCR 4's events are extended in order, past the others.
+	d1, d2 := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))
+	ev = []pcr.Event{{PCR: 7, Digest: d2[:]}, {PCR: 4, Digest: d1[:]}, {PCR: 7, Digest: d1[:]}, {PCR: 4, Digest: d2[:]}}
+	var v [32]byte
+	for _, d := range [][32]byte{d1, d2} {
+		v = sha256.Sum256(append(v[:], d[:]...))
+	}
+	if got := pcr.Replay(crypto.SHA256, 4, ev); !bytes.Equal(got, v[:]) {
+		t.Errorf("Replay(4) of interleaved events = %x, want %x", got, v)
 	}
 }
