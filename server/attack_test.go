@@ -641,7 +641,7 @@ type latency struct {
 	maxOfWork, maxOfQueued, maxOfSelf time.Duration
 }
 
-// String breaks the longest wait down; what is left of it ("asleep") is
+// String breaks the longest wait down; what is left of it ("neither") is
 // time the worker neither ran nor waited for a CPU while the request
 // waited: asleep in the kernel with the request in its socket. That is
 // how the descriptor table's growth (fdtable.go) showed: 15-30 ms of it
