@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -286,26 +287,37 @@ func (r *NamedRunner) goTest(ctx context.Context, n Named) testRun {
 			t.buildLines = append(t.buildLines, strings.Split(s, "\n")...)
 		}
 	}
-	// The failure messages of the deepest failed tests, not their
-	// "=== RUN" and "--- FAIL" lines.
+	// The failure messages of the deepest failed tests: their t.Error
+	// and t.Log lines ("x_test.go:97: ..."), up to 3 a test, 10 in all;
+	// other output (an image build's progress) only when a test has none.
 	sort.Strings(t.failed)
 	for _, f := range t.failed {
 		if hasChild(t.failed, f) {
 			continue
 		}
+		var msgs, other []string
 		for _, l := range output[f] {
 			s := strings.TrimSpace(l)
-			if s == "" || strings.HasPrefix(s, "=== ") || strings.HasPrefix(s, "--- ") {
-				continue
-			}
-			t.lines = append(t.lines, f+": "+s)
-			if len(t.lines) >= 6 {
-				break
+			switch {
+			case s == "" || strings.HasPrefix(s, "=== ") || strings.HasPrefix(s, "--- "):
+			case testLine.MatchString(s):
+				msgs = append(msgs, f+": "+s)
+			default:
+				other = append(other, f+": "+s)
 			}
 		}
+		if len(msgs) == 0 {
+			msgs = other
+		}
+		t.lines = append(t.lines, msgs[:min(len(msgs), 3)]...)
 	}
+	t.lines = t.lines[:min(len(t.lines), 10)]
 	return t
 }
+
+// testLine is what testing prints for t.Error, t.Fatal and t.Log: the
+// file and line first.
+var testLine = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
 
 // hasChild reports whether a subtest of f is among failed.
 func hasChild(failed []string, f string) bool {
