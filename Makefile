@@ -221,7 +221,7 @@ mutation:
 # throwaway copy of the tree, its tests run (the control run first,
 # unmutated), reverted; the table goes to stdout and $(OUT)/mutation/named.txt,
 # the tests' output to named.log. Exits 1 when one survives, does not
-# compile or no longer applies. ~25 min at nice 19 on 2 loaded cores; the QEMU
+# compile or no longer applies. 13-26 min at nice 19 on 2 shared cores; the QEMU
 # entries (~4 min) only with NAMED_BOOT=1 (under NAMED_LOCK). One or a few:
 # make mutation-named NAMED=release-last-peak,vlan-8021ad.
 # `make unit` checks that every entry still applies (TestNamedCatalogue).
