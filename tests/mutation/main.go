@@ -8,12 +8,19 @@
 //
 //	go run ./tests/mutation -gremlins out/mutation/bin/gremlins [-pkg server/http1,init/nic] [-workers 1] [-baseline old.json]
 //	go run ./tests/mutation -report-only    # the report again, from out/mutation/raw
+//	go run ./tests/mutation -named tests/mutation/named.txt [-only a,b] [-boot [-lock /tmp/qemu.lock]]
+//
+// With -named it replays instead the catalogue of mutations written by hand
+// (`make mutation-named`, named.txt): each put in a throwaway copy, its
+// tests run and expected to fail, a table printed; it exits 1 when one
+// survives (or does not compile, or no longer applies).
 //
 // It exits 1 when a target could not be run (its tests failed unmutated,
 // gremlins failed): a report without it would look better than it is.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -31,6 +38,9 @@ type options struct {
 	targets                               []Target
 	workers                               int
 	reportOnly, keepStage                 bool
+	// -named mode
+	named, only, lock string
+	boot, control     bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -45,6 +55,11 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.workers, "workers", 1, "mutants tested at once (and go test -p)")
 	fs.BoolVar(&o.reportOnly, "report-only", false, "run nothing: write the report from the raw results of the last run")
 	fs.BoolVar(&o.keepStage, "keep-stage", false, "keep the staged copy of the repository (its path is printed)")
+	fs.StringVar(&o.named, "named", "", "replay this catalogue of named mutations (tests/mutation/named.txt) instead of running gremlins")
+	fs.StringVar(&o.only, "only", "", "with -named: the comma-separated names of the mutations to replay (default all)")
+	fs.BoolVar(&o.boot, "boot", false, "with -named: replay the QEMU entries too (minutes each)")
+	fs.StringVar(&o.lock, "lock", os.Getenv("HOTPATH_QEMU_LOCK"), "with -named -boot: file to flock around each boot entry's tests (default $HOTPATH_QEMU_LOCK)")
+	fs.BoolVar(&o.control, "control", true, "with -named: run each entry's tests once unmutated first (a test that fails anyway proves nothing)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -64,6 +79,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	run := run
+	if o.named != "" {
+		run = runNamed
+	}
 	ok, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutation:", err)
@@ -168,4 +187,55 @@ func write(o options, rep Report) bool {
 	}
 	fmt.Printf("\n%d surviving mutants, each with file:line and the mutation: %s (machine-readable: report.json)\n", n, txt)
 	return ok
+}
+
+// runNamed is -named: the catalogue replayed in a stage, the table
+// printed and written to out/mutation/named.txt, the go test output to
+// named.log.
+func runNamed(ctx context.Context, o options) (ok bool, err error) {
+	for _, p := range []*string{&o.repo, &o.out} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return false, err
+		}
+	}
+	ns, err := ReadNamed(o.named)
+	if err != nil {
+		return false, err
+	}
+	if ns, err = SelectNamed(ns, o.only); err != nil {
+		return false, err
+	}
+	stageDir, err := os.MkdirTemp("", "hotpath-named-")
+	if err != nil {
+		return false, err
+	}
+	if o.keepStage {
+		fmt.Println("mutation: stage", stageDir)
+	} else {
+		defer os.RemoveAll(stageDir)
+	}
+	stage, err := NewStage(o.repo, stageDir)
+	if err != nil {
+		return false, err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return false, err
+	}
+	logFile := filepath.Join(o.out, "named.log")
+	lf, err := os.Create(logFile)
+	if err != nil {
+		return false, err
+	}
+	defer lf.Close()
+	fmt.Printf("mutation: %d named mutations in a copy of %s (go test output: %s)\n", len(ns), o.repo, logFile)
+	r := NamedRunner{Stage: stage, Repo: o.repo, Boot: o.boot, Lock: o.lock, Control: o.control, Env: cleanEnv(os.Environ()), Log: lf, Status: os.Stdout}
+	rs := r.Run(ctx, ns)
+	var b bytes.Buffer
+	ok = WriteNamedTable(&b, rs)
+	fmt.Println()
+	os.Stdout.Write(b.Bytes())
+	if err := os.WriteFile(filepath.Join(o.out, "named.txt"), b.Bytes(), 0o644); err != nil {
+		return false, err
+	}
+	return ok && ctx.Err() == nil, nil
 }
