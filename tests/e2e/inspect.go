@@ -268,24 +268,43 @@ var virtioQueueIRQ = regexp.MustCompile(`^virtio\d+-(input|output)\.(\d+)$`)
 // their affinity from /proc/irq/N/smp_affinity_list.
 func queueIRQs(s *inspector.Snapshot) []report.IRQ {
 	irqs := []report.IRQ{}
+	for _, l := range interruptLines(s) {
+		m := virtioQueueIRQ.FindStringSubmatch(l.name())
+		if m == nil {
+			continue
+		}
+		q, _ := strconv.Atoi(m[2])
+		aff := strings.TrimSpace(s.Files[fmt.Sprintf("/proc/irq/%d/smp_affinity_list", l.num)])
+		irqs = append(irqs, report.IRQ{IRQ: l.num, Name: m[0], Queue: q, Affinity: aff})
+	}
+	return irqs
+}
+
+// interruptLine is one numbered line of /proc/interrupts: the interrupt's
+// number and the line's fields ("N:" first, the per-CPU counts, the
+// chip, the action names last).
+type interruptLine struct {
+	num    int
+	fields []string
+}
+
+// name is the line's last field: the (last) action's name.
+func (l interruptLine) name() string { return l.fields[len(l.fields)-1] }
+
+// interruptLines are the numbered lines of the snapshot's /proc/interrupts
+// (not the NMI, LOC, ... rows).
+func interruptLines(s *inspector.Snapshot) []interruptLine {
+	var out []interruptLine
 	for _, line := range strings.Split(s.Files["/proc/interrupts"], "\n") {
 		fs := strings.Fields(line)
 		if len(fs) < 2 {
 			continue
 		}
-		num, err := strconv.Atoi(strings.TrimSuffix(fs[0], ":"))
-		if err != nil {
-			continue
+		if num, err := strconv.Atoi(strings.TrimSuffix(fs[0], ":")); err == nil {
+			out = append(out, interruptLine{num, fs})
 		}
-		m := virtioQueueIRQ.FindStringSubmatch(fs[len(fs)-1])
-		if m == nil {
-			continue
-		}
-		q, _ := strconv.Atoi(m[2])
-		aff := strings.TrimSpace(s.Files[fmt.Sprintf("/proc/irq/%d/smp_affinity_list", num)])
-		irqs = append(irqs, report.IRQ{IRQ: num, Name: m[0], Queue: q, Affinity: aff})
 	}
-	return irqs
+	return out
 }
 
 // DiffFacts names every fact the report states differently from the

@@ -165,22 +165,15 @@ func ReadNUMA(s *inspector.Snapshot) (*NUMAReading, error) {
 // first, the action name last) with both affinity files of each.
 func virtioQueueIRQs(s *inspector.Snapshot, dev string) ([]QueueIRQ, error) {
 	var out []QueueIRQ
-	for _, line := range strings.Split(s.Files["/proc/interrupts"], "\n") {
-		fs := strings.Fields(line)
-		if len(fs) < 2 {
-			continue
-		}
-		num, err := strconv.Atoi(strings.TrimSuffix(fs[0], ":"))
-		if err != nil {
-			continue
-		}
-		m := virtioIRQ.FindStringSubmatch(fs[len(fs)-1])
+	for _, l := range interruptLines(s) {
+		num := l.num
+		m := virtioIRQ.FindStringSubmatch(l.name())
 		if m == nil || m[1] != dev {
 			continue
 		}
 		q := QueueIRQ{IRQ: num, Name: m[0], Kind: map[string]string{"input": "rx", "output": "tx"}[m[2]]}
 		q.Queue, _ = strconv.Atoi(m[3])
-		for _, f := range fs[1:] {
+		for _, f := range l.fields[1:] {
 			n, err := strconv.ParseUint(f, 10, 64)
 			if err != nil {
 				break // the chip's name: the counts are over
@@ -196,9 +189,11 @@ func virtioQueueIRQs(s *inspector.Snapshot, dev string) ([]QueueIRQ, error) {
 			if !ok {
 				return nil, fmt.Errorf("%s (%s) unread: %s", p, q.Name, s.Errors[p])
 			}
-			if *f.dst, err = parseCPUList(v); err != nil {
+			cpus, err := parseCPUList(v)
+			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}
+			*f.dst = cpus
 		}
 		out = append(out, q)
 	}

@@ -101,19 +101,11 @@ func run(ctx context.Context, o options) (ok bool, err error) {
 			return false, err
 		}
 	}
-	stageDir, err := os.MkdirTemp("", "hotpath-mutation-")
+	stage, done, err := newStage(o, "hotpath-mutation-")
 	if err != nil {
 		return false, err
 	}
-	if o.keepStage {
-		fmt.Println("mutation: stage", stageDir)
-	} else {
-		defer os.RemoveAll(stageDir)
-	}
-	stage, err := NewStage(o.repo, stageDir)
-	if err != nil {
-		return false, err
-	}
+	defer done()
 	r := Runner{Gremlins: o.gremlins, Config: o.config, Workers: o.workers, Raw: filepath.Join(o.out, "raw"), Env: os.Environ()}
 	rep := Report{Gremlins: r.Version(), Started: time.Now().UTC()}
 	for _, t := range o.targets {
@@ -189,6 +181,26 @@ func write(o options, rep Report) bool {
 	return ok
 }
 
+// newStage copies o.repo into a new temporary directory (its name
+// starting with prefix); done removes it, unless -keep-stage, which prints
+// its path instead.
+func newStage(o options, prefix string) (stage *Stage, done func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	done = func() { os.RemoveAll(dir) }
+	if o.keepStage {
+		fmt.Println("mutation: stage", dir)
+		done = func() {}
+	}
+	if stage, err = NewStage(o.repo, dir); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return stage, done, nil
+}
+
 // runNamed is -named: the catalogue replayed in a stage, the table
 // printed and written to out/mutation/named.txt, the go test output to
 // named.log.
@@ -205,19 +217,11 @@ func runNamed(ctx context.Context, o options) (ok bool, err error) {
 	if ns, err = SelectNamed(ns, o.only); err != nil {
 		return false, err
 	}
-	stageDir, err := os.MkdirTemp("", "hotpath-named-")
+	stage, done, err := newStage(o, "hotpath-named-")
 	if err != nil {
 		return false, err
 	}
-	if o.keepStage {
-		fmt.Println("mutation: stage", stageDir)
-	} else {
-		defer os.RemoveAll(stageDir)
-	}
-	stage, err := NewStage(o.repo, stageDir)
-	if err != nil {
-		return false, err
-	}
+	defer done()
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return false, err
 	}
