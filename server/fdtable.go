@@ -22,8 +22,8 @@ import (
 // nor waited for its CPU, which is why the attack tests' breakdown of a
 // wait could not name them; a grace period lasts much longer where a CPU
 // is slow to pass a quiescent state (a loaded VM whose vCPUs the host
-// preempts). Growing the table once at Start takes that one grace period
-// before anything is served; the table never shrinks. Its cost is kernel
+// preempts). Growing the table once from Start takes that one grace
+// period beside the workers' start; the table never shrinks. Its cost is kernel
 // memory, 8 bytes per descriptor and two bitmaps: ~1.1 MiB for 4 workers
 // at the default 17,408 connections each.
 
@@ -51,12 +51,18 @@ func fdTableTarget(workers, maxConns int, limit uint64) (n int, capped bool) {
 // growFDTable makes the descriptor table hold at least n descriptors:
 // fcntl(F_DUPFD_CLOEXEC) with n-1 as the lowest number allowed makes the
 // kernel grow the table to fit that descriptor, which is then closed. Unlike
-// dup2 to a fixed number, it can never replace a descriptor in use. fd is
-// any open descriptor.
-func growFDTable(fd, n int) error {
+// dup2 to a fixed number, it can never replace a descriptor in use. The
+// descriptor duplicated is an eventfd of its own, so that it runs beside
+// the workers without touching theirs.
+func growFDTable(n int) error {
 	if n <= 0 {
 		return nil
 	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("server: size the descriptor table: eventfd: %w", err)
+	}
+	defer unix.Close(fd)
 	hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, n-1)
 	if err != nil {
 		return fmt.Errorf("server: size the descriptor table for %d: fcntl F_DUPFD: %w", n, err)
@@ -64,12 +70,16 @@ func growFDTable(fd, n int) error {
 	return unix.Close(hi)
 }
 
-// sizeFDTable sizes the descriptor table for the workers (see above). It
-// returns what the log should say after the ready line (which a
-// supervisor may wait for as the first line): that RLIMIT_NOFILE keeps
-// the workers from holding MaxConnsPerWorker connections each, or that
-// the sizing failed, which only costs the stalls it avoids.
-func (s *Server) sizeFDTable(fd, workers int) (note string) {
+// sizeFDTable starts sizing the descriptor table for the workers (see
+// above) and returns at once, with what the log should say after the ready
+// line (which a supervisor may wait for as the first line): that
+// RLIMIT_NOFILE keeps the workers from holding MaxConnsPerWorker
+// connections each. The growth runs beside the workers' start: its grace
+// period (8-12 ms here) would otherwise delay the ready line of every boot,
+// and an accept4 meanwhile waits for it only if it needs a descriptor
+// beyond the old table. A failure only costs the stalls the sizing
+// avoids: it is logged.
+func (s *Server) sizeFDTable(workers int) (note string) {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		return fmt.Sprintf("hotpath: getrlimit NOFILE: %v\n", err)
@@ -79,8 +89,10 @@ func (s *Server) sizeFDTable(fd, workers int) (note string) {
 		note = fmt.Sprintf("hotpath: RLIMIT_NOFILE %d is below the %d connections of %d workers of %d: accepts beyond it fail (EMFILE) and pause\n",
 			rl.Cur, workers*s.cfg.MaxConnsPerWorker, workers, s.cfg.MaxConnsPerWorker)
 	}
-	if err := growFDTable(fd, n); err != nil {
-		note += fmt.Sprintf("hotpath: %v\n", err)
-	}
+	go func() {
+		if err := growFDTable(n); err != nil {
+			fmt.Fprintf(s.cfg.Log, "hotpath: %v\n", err)
+		}
+	}()
 	return note
 }

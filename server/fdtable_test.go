@@ -21,8 +21,9 @@ import (
 // opened). A table only grows, and this test binary's other tests leave
 // it large, so the server runs in a child process of its own (this
 // binary again, running TestFDTableChild), which reports its table's size
-// (FDSize in /proc/self/status) before and after Start, then again once
-// this process has opened MaxConnsPerWorker connections to it.
+// (FDSize in /proc/self/status) before and after Start, then on request:
+// once grown, and once this process has opened MaxConnsPerWorker
+// connections to it.
 const fdTableEnv = "HOTPATH_TEST_FDTABLE"
 
 func TestDescriptorTableSized(t *testing.T) {
@@ -52,20 +53,36 @@ func TestDescriptorTableSized(t *testing.T) {
 		return out.Text()
 	}
 
-	var before, after, port int
-	if l := line(); fmtScan(l, "started before=%d after=%d port=%d", &before, &after, &port) != nil {
+	var before, atStart, port int
+	if l := line(); fmtScan(l, "started before=%d after=%d port=%d", &before, &atStart, &port) != nil {
 		t.Fatalf("child: %q", l)
+	}
+	// state asks the child for its table's size and its server's accepts.
+	state := func() (size, accepted int) {
+		t.Helper()
+		fmt.Fprintln(in, "state")
+		if l := line(); fmtScan(l, "state fdsize=%d accepted=%d", &size, &accepted) != nil {
+			t.Fatalf("child: %q", l)
+		}
+		return size, accepted
 	}
 	// One worker: its connections, the refused ones lingering, its own
 	// three descriptors and the accept to be refused at once
 	// (fdsPerWorker), and a reserve of 256.
 	need := maxConns + 1024 + 4 + 256
-	t.Logf("child's descriptor table: %d before Start, %d after (sized for %d)", before, after, need)
 	if before >= need {
 		t.Fatalf("the child's table held %d descriptors before Start, enough for %d: this test cannot tell a sized table", before, need)
 	}
+	// Start has the table grown beside the workers' start: it is grown
+	// within moments (one RCU grace period), before any connection.
+	after, grown := atStart, time.Now()
+	for deadline := grown.Add(5 * time.Second); after < need && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		after, _ = state()
+	}
+	t.Logf("child's descriptor table: %d before Start, %d when it returned, %d %v later (sized for %d)",
+		before, atStart, after, time.Since(grown).Round(time.Millisecond), need)
 	if after < need {
-		t.Errorf("after Start the table holds %d descriptors, want at least %d: accept4 will grow it", after, need)
+		t.Errorf("5 s after Start the table holds %d descriptors, want at least %d: accept4 will grow it", after, need)
 	}
 
 	fds := make([]int, 0, maxConns)
@@ -86,11 +103,7 @@ func TestDescriptorTableSized(t *testing.T) {
 	}
 	var size, accepted int
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		fmt.Fprintln(in, "state")
-		if l := line(); fmtScan(l, "state fdsize=%d accepted=%d", &size, &accepted) != nil {
-			t.Fatalf("child: %q", l)
-		}
-		if accepted >= maxConns || time.Now().After(deadline) {
+		if size, accepted = state(); accepted >= maxConns || time.Now().After(deadline) {
 			break
 		}
 	}

@@ -282,7 +282,7 @@ func (s *Server) Start() (err error) {
 	}
 	s.port = port
 	s.preferSockets(fds)
-	fdNote := s.sizeFDTable(fds[0], len(cpus)) // before any accept4 needs it (fdtable.go)
+	fdNote := s.sizeFDTable(len(cpus)) // before the accepts need it (fdtable.go)
 
 	ready := make(chan error, len(cpus))
 	for i, cpu := range cpus {
