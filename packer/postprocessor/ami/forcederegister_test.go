@@ -40,15 +40,7 @@ func TestForceDeregisterCombinations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := fakeaws.New("AKIDPP", "secret")
 			defer f.Close()
-			path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
-			old := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}})
-			if _, _, _, err := old.PostProcess(context.Background(), new(uitest.UI), input(t, path)); err != nil {
-				t.Fatal(err)
-			}
-			oldImages := f.Images()
-			if len(oldImages) != 2 {
-				t.Fatalf("first build: %d images, want one per region", len(oldImages))
-			}
+			path, oldImages := firstBuild(t, f)
 			oldSnaps := map[string]bool{}
 			for _, im := range oldImages {
 				if im.SnapshotID == "" {
@@ -115,4 +107,21 @@ func TestForceDeregisterCombinations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// firstBuild builds the disk it returns into an AMI in eu-west-1 and
+// us-east-1, so that a second build finds one of the same name in each
+// region, and returns the two images (checks of their removal over fewer
+// would be vacuous).
+func firstBuild(t *testing.T, f *fakeaws.Server) (path string, images []fakeaws.Image) {
+	t.Helper()
+	path, _ = diskFile(t, 3*bs, []int{0, 1, 2}, -1)
+	old := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}})
+	if _, _, _, err := old.PostProcess(context.Background(), new(uitest.UI), input(t, path)); err != nil {
+		t.Fatal(err)
+	}
+	if images = f.Images(); len(images) != 2 {
+		t.Fatalf("first build: %d images, want one per region", len(images))
+	}
+	return path, images
 }

@@ -471,17 +471,9 @@ func TestPostProcessRegionKMSKeys(t *testing.T) {
 func TestPostProcessAmazonKeys(t *testing.T) {
 	f := fakeaws.New("AKIDPP", "secret")
 	defer f.Close()
-	path, _ := diskFile(t, 3*bs, []int{0, 1, 2}, -1)
 	// An AMI of the same name exists in both regions; force_deregister
 	// with force_delete_snapshot replaces it.
-	old := newPP(t, f, map[string]interface{}{"ami_regions": []string{"us-east-1"}})
-	if _, _, _, err := old.PostProcess(context.Background(), new(uitest.UI), input(t, path)); err != nil {
-		t.Fatal(err)
-	}
-	oldImages := f.Images()
-	if len(oldImages) != 2 {
-		t.Fatalf("first build: %d images, want one per region (the checks of their removal below would be empty)", len(oldImages))
-	}
+	path, oldImages := firstBuild(t, f)
 	before := len(f.Calls())
 	org := "arn:aws:organizations::123456789012:organization/o-abcdefghij"
 	ou := "arn:aws:organizations::123456789012:ou/o-abcdefghij/ou-ab12-cdefgh34"
