@@ -160,8 +160,8 @@ func TestBackgroundRAWait(t *testing.T) {
 		{10 * time.Second, 10 * time.Second},
 	} {
 		o := backgroundIPv6(netconf6.Options{RAWait: tc.wait, DHCPRetries: 5})
-		if o.RAWait != tc.want || o.DHCPRetries != 0 {
-			t.Errorf("net.ipv6_ra_wait %v in the background: wait %v, retries %d; want %v, 0 (until a server answers)", tc.wait, o.RAWait, o.DHCPRetries, tc.want)
+		if o.RAWait != tc.want || o.DHCPRetries != 0 || !o.FullRAWait {
+			t.Errorf("net.ipv6_ra_wait %v in the background: wait %v (the whole of it: %v), retries %d; want %v, true, 0 (until a server answers)", tc.wait, o.RAWait, o.FullRAWait, o.DHCPRetries, tc.want)
 		}
 	}
 	if backgroundRAWait < 3*time.Second {

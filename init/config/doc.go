@@ -58,8 +58,9 @@
 //	                              fe80::1 (optional)
 //	net.ipv6_ra_wait           [2s] longest wait for a router advertisement (auto, dhcp, slaac) when
 //	                              IPv6 is the boot's address (net.mode=off): bounds what its boot pays;
-//	                              with IPv4 on, IPv6 waits in the background, at least 4s, and ends 1s
-//	                              after the kernel's router solicitation
+//	                              with IPv4 on, IPv6 waits in the background, at least 4s, all of it (in
+//	                              the foreground the wait ends 1s after the kernel's router
+//	                              solicitation)
 //	nic.channels               [0] combined channels; 0 = min(driver maximum, workload CPUs)
 //	nic.coalesce               [adaptive] adaptive (adaptive RX, static fallback), static, or off (leave
 //	                              as is)

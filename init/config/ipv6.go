@@ -74,7 +74,7 @@ var ipv6Keys = []Key{
 			}
 			return c.Net.IPv6.Gateway.String()
 		}},
-	{"net.ipv6_ra_wait", "2s", "longest wait for a router advertisement (auto, dhcp, slaac) when IPv6 is the boot's address (net.mode=off): bounds what its boot pays; with IPv4 on, IPv6 waits in the background, at least 4s, and ends 1s after the kernel's router solicitation",
+	{"net.ipv6_ra_wait", "2s", "longest wait for a router advertisement (auto, dhcp, slaac) when IPv6 is the boot's address (net.mode=off): bounds what its boot pays; with IPv4 on, IPv6 waits in the background, at least 4s, all of it (in the foreground the wait ends 1s after the kernel's router solicitation)",
 		durSetter(func(c *Config) *time.Duration { return &c.Net.IPv6.RAWait }),
 		func(c *Config) string { return c.Net.IPv6.RAWait.String() }},
 }

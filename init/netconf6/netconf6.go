@@ -60,6 +60,12 @@ type Options struct {
 	Mode      Mode
 	// RAWait bounds the wait for a router advertisement.
 	RAWait time.Duration
+	// FullRAWait keeps the wait from ending rsGrace after the kernel's
+	// router solicitation: the background step, which nothing waits for,
+	// waits its whole RAWait. A router's answer can come later than that
+	// under load: make test's TestBootModes/httpboot once gave up 2.03 s
+	// into a 4 s wait, 1 s after the solicitation, with no advertisement.
+	FullRAWait bool
 	// DHCPTimeout is the first DHCPv6 exchange's timeout, doubling on
 	// each next one up to BackoffMax; DHCPRetries the exchanges, 0 until
 	// ctx ends (the DHCPv4 keys' values: netconf.Schedule).
@@ -152,7 +158,11 @@ func apply(ctx context.Context, o Options, d boot.Detail) (Lease, error) {
 		return o.Static, nil
 	}
 	start := time.Now()
-	ra, err := WaitRA(ctx, o.Interface, o.RAWait)
+	grace := rsGrace
+	if o.FullRAWait {
+		grace = o.RAWait
+	}
+	ra, err := WaitRA(ctx, o.Interface, o.RAWait, grace)
 	if err != nil {
 		return Lease{}, err
 	}

@@ -41,6 +41,7 @@ func TestHelperNetconf6Child(t *testing.T) {
 	wait, _ := time.ParseDuration(os.Getenv("HOTPATH_NETCONF6_WAIT"))
 	o := Options{Interface: os.Getenv("HOTPATH_NETCONF6_IF"), Mode: Mode(mode), RAWait: wait,
 		DHCPTimeout: 2 * time.Second, DHCPRetries: 3, ProcRoot: "/proc"}
+	o.FullRAWait = os.Getenv("HOTPATH_NETCONF6_FULLWAIT") != ""
 	if os.Getenv("HOTPATH_NETCONF6_CAP") != "" {
 		// No server answers: six exchanges, each capped at 300 ms.
 		o.DHCPTimeout, o.DHCPRetries, o.BackoffMax = 300*time.Millisecond, 6, 300*time.Millisecond
@@ -289,6 +290,29 @@ func TestAutoCostOnIPv4Subnet(t *testing.T) {
 		auto.Millis, fromUp.Round(time.Millisecond), off.Millis)
 	if auto.Millis > 2000+500 {
 		t.Errorf("auto took %d ms, over its 2 s bound", auto.Millis)
+	}
+}
+
+// TestFullRAWait: the background step's wait (FullRAWait) is not ended by
+// the kernel's solicitation: without a router it lasts its whole bound,
+// where the foreground's ends rsGrace after the solicitation (1-2 s after
+// link-up, then 1 s).
+func TestFullRAWait(t *testing.T) {
+	_, cli := pair(t)
+	// Longer than the solicitation takes here (3.9 s after link-up once):
+	// the foreground's wait must end before it.
+	const wait = 6 * time.Second
+	short, _ := runChild(t, cli, "auto", wait)
+	full, _ := runChild(t, cli, "auto", wait, "HOTPATH_NETCONF6_FULLWAIT=1")
+	t.Logf("no router, a %v wait: %d ms, %d ms with FullRAWait", wait, short.Millis, full.Millis)
+	if short.Step.Status != report.Skipped || full.Step.Status != report.Skipped {
+		t.Fatalf("without a router: %+v, %+v; want both skipped", short.Step, full.Step)
+	}
+	if full.Millis < wait.Milliseconds() {
+		t.Errorf("FullRAWait ended after %d ms, before its %v", full.Millis, wait)
+	}
+	if short.Millis >= wait.Milliseconds() {
+		t.Errorf("the foreground wait lasted %d ms: the solicitation did not end it (this test cannot tell the two apart)", short.Millis)
 	}
 }
 

@@ -130,10 +130,11 @@ const pollEvery = 20 * time.Millisecond
 const rsGrace = time.Second
 
 // WaitRA waits for the kernel to record a router advertisement on
-// ifname and returns what it said: up to wait, and no longer than rsGrace
-// after the kernel's router solicitation. No advertisement is not an
+// ifname and returns what it said: up to wait, and no longer than grace
+// after the kernel's router solicitation (rsGrace in the step, unless
+// FullRAWait). No advertisement is not an
 // error: RA.Received is false.
-func WaitRA(ctx context.Context, ifname string, wait time.Duration) (RA, error) {
+func WaitRA(ctx context.Context, ifname string, wait, grace time.Duration) (RA, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return RA{}, fmt.Errorf("interface %s: %w", ifname, err)
@@ -150,7 +151,7 @@ func WaitRA(ctx context.Context, ifname string, wait time.Duration) (RA, error) 
 		}
 		if f&ifRSSent != 0 && !solicited {
 			solicited = true
-			deadline = minTime(deadline, time.Now().Add(rsGrace))
+			deadline = minTime(deadline, time.Now().Add(grace))
 		}
 		if time.Now().After(deadline) {
 			return RA{}, nil
